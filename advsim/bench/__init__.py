@@ -1,0 +1,1 @@
+"""`advsim bench …` commands, one module per benchmark, each exposing ``run(**options) -> dict``."""

@@ -1,0 +1,1 @@
+"""Gymnasium environments (one module per environment)."""

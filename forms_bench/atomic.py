@@ -1,0 +1,58 @@
+"""Atomic file writes for every package (temporary file + fsync + rename).
+
+It lives in the lowest package, ``forms_bench``, so that every other package may import it
+without breaking the one-way dependency rule of DESIGN.md.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any, Iterable
+
+
+def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> Path:
+    """Write ``data`` to ``path`` atomically: a temporary file in the same folder, fsync, rename.
+
+    A reader sees either the old file or the complete new one, never a partial write; a killed
+    process leaves at most a stray ``.tmp`` file. Parent folders are created. Returns the path.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise
+    return path
+
+
+def atomic_write_text(path: str | os.PathLike, text: str) -> Path:
+    """UTF-8 text version of :func:`atomic_write_bytes`."""
+    return atomic_write_bytes(path, text.encode("utf-8"))
+
+
+def atomic_write_json(path: str | os.PathLike, obj: Any) -> Path:
+    """Write ``obj`` as indented, key-sorted JSON, atomically."""
+    return atomic_write_text(path, json.dumps(obj, indent=2, sort_keys=True, ensure_ascii=False) + "\n")
+
+
+def atomic_append_jsonl(path: str | os.PathLike, rows: Iterable[dict]) -> Path:
+    """Append rows to a JSONL file by rewriting it atomically (old content + new rows).
+
+    Suited to the product's small logs (events, proposals); a crash never leaves a torn line.
+    """
+    path = Path(path)
+    old = path.read_bytes() if path.exists() else b""
+    new = "".join(json.dumps(r, sort_keys=True, ensure_ascii=False) + "\n" for r in rows).encode("utf-8")
+    return atomic_write_bytes(path, old + new)

@@ -1,0 +1,1 @@
+"""Verdicts on trajectories: strict form checker, render gate, LM and oracle judges."""

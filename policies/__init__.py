@@ -1,0 +1,1 @@
+"""Backbone, role adapters, prompts/parsers, engines, numerics contract, GRPO update."""

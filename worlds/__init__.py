@@ -1,0 +1,1 @@
+"""World models behind one protocol each: ``worlds.web`` and ``worlds.ledger``."""

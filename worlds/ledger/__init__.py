@@ -1,0 +1,1 @@
+"""The evidence-ledger tool world (SafeActBench)."""

@@ -1,0 +1,1 @@
+"""The web world: accessibility-tree pages, simulated and real-browser worlds."""
