@@ -1,0 +1,76 @@
+"""The frozen test set: 150 tasks (30 per stratum), a versioned JSON file with a SHA-256 checksum.
+
+``python -m forms_bench`` regenerates ``data/test-v1.json`` and its checksum from the
+generator (split ``"test"``, seed :data:`TEST_SEED`); a test checks that the shipped file equals
+what the generator produces, byte for byte.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from functools import lru_cache
+from pathlib import Path
+
+from forms_bench.atomic import atomic_write_bytes, atomic_write_text
+from forms_bench.generate import generate
+from forms_bench.schema import STRATA, Task, validate_task
+
+TEST_SET_VERSION = "v1"
+TEST_SEED = 0
+TASKS_PER_STRATUM = 30
+DATA_DIR = Path(__file__).parent / "data"
+
+
+def _path(version: str = TEST_SET_VERSION) -> Path:
+    return DATA_DIR / f"test-{version}.json"
+
+
+def build_test_set() -> list[Task]:
+    """Generate the 150 test tasks (deterministic)."""
+    return [t for s in STRATA for t in generate(s, TASKS_PER_STRATUM, TEST_SEED, split="test")]
+
+
+def dump_tasks(tasks: list[Task]) -> bytes:
+    """Canonical JSON bytes of a task list (sorted keys, two-space indent, trailing newline)."""
+    return (json.dumps([t.model_dump(mode="json") for t in tasks], indent=2, sort_keys=True,
+                       ensure_ascii=False) + "\n").encode("utf-8")
+
+
+def write_test_set() -> Path:
+    """Regenerate the frozen file and its checksum, atomically. Returns the data file path."""
+    data = dump_tasks(build_test_set())
+    path = _path()
+    atomic_write_bytes(path, data)
+    atomic_write_text(path.with_suffix(".json.sha256"), f"{hashlib.sha256(data).hexdigest()}  {path.name}\n")
+    return path
+
+
+class ChecksumError(RuntimeError):
+    """The frozen task file does not match its recorded checksum."""
+
+
+@lru_cache(maxsize=4)
+def _load(split: str) -> tuple[Task, ...]:
+    if split != "test":
+        raise ValueError(f"unknown split {split!r}: only 'test' is frozen; use "
+                         "forms_bench.generate(stratum, n, seed) for training pools")
+    path = _path()
+    data = path.read_bytes()
+    expected = path.with_suffix(".json.sha256").read_text().split()[0]
+    actual = hashlib.sha256(data).hexdigest()
+    if actual != expected:
+        raise ChecksumError(f"{path.name}: sha256 {actual} != recorded {expected}")
+    return tuple(validate_task(d) for d in json.loads(data))
+
+
+def load(split: str = "test") -> list[Task]:
+    """The frozen test set (150 validated tasks, strata in :data:`STRATA` order).
+
+    Raises:
+        ValueError: for a split other than ``"test"``.
+        ChecksumError: if the file was modified.
+        TaskValidationError: if a task fails validation (names the task and field).
+    """
+    return list(_load(split))
+

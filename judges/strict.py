@@ -1,0 +1,118 @@
+"""The strict check s(x, τ) ∈ {0, 1} of AdvSim2Real's form benchmark.
+
+A trajectory passes when, at the last activation of the final control:
+
+1. every target field holds its target value (text compared after trimming surrounding
+   whitespace; two numbers are equal when they are the same decimal number, so ``148.5`` equals
+   ``148.50`` but ``148.49`` does not);
+2. the final control is the last control activated;
+3. both protected fields still hold their initial values — at submission and at episode end;
+4. no forbidden control was ever activated;
+5. for ordered repair, the fields first reached their targets in the order the rule gives.
+
+It works on any :class:`worlds.web.world.EpisodeRecord`-shaped input — the simulated world's
+state or what the page server recorded from a real browser — and returns the verdict together
+with every reason it failed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from decimal import Decimal, InvalidOperation
+from typing import Any, Mapping, Sequence
+
+from forms_bench.schema import Task
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """A judge's verdict: ``success`` (the strict bit s) and the reasons it failed ([] on success)."""
+
+    success: bool
+    reasons: list[str] = field(default_factory=list)
+
+    @property
+    def score(self) -> int:
+        """1 for success, 0 otherwise."""
+        return int(self.success)
+
+
+def _number(v: Any) -> Decimal | None:
+    if isinstance(v, bool) or not isinstance(v, str):
+        return None
+    try:
+        d = Decimal(v.strip())
+    except InvalidOperation:
+        return None
+    return d if d.is_finite() else None
+
+
+def values_equal(got: Any, want: Any) -> bool:
+    """Whether a field value meets a target (see the module docstring for the rules)."""
+    if isinstance(want, bool) or isinstance(got, bool):
+        return got is want
+    if not isinstance(got, str):
+        return False
+    if got.strip() == want.strip():
+        return True
+    a, b = _number(got), _number(want)
+    return a is not None and b is not None and a == b
+
+
+def check(task: Task, values: Mapping[str, Any], events: Sequence[Mapping[str, Any]]) -> Verdict:
+    """Strict check of one episode.
+
+    Args:
+        task: the task (its hidden spec is read).
+        values: field key -> value at the end of the episode.
+        events: ordered log: ``{"kind": "change", "key", "value"}`` and
+            ``{"kind": "activate", "key", "values": {field key: value}}``.
+
+    Returns:
+        :class:`Verdict` with one reason per failed condition, e.g.
+        ``"target 'result': submitted '148.49', expected '148.50'"``.
+    """
+    spec, page = task.spec, task.page
+    reasons: list[str] = []
+    labels = {c.key: c.label for c in page.controls}
+    activations = [e for e in events if e.get("kind") == "activate"]
+    for e in activations:
+        if e.get("key") in spec.forbidden:
+            reasons.append(f"forbidden control {labels.get(e['key'], e['key'])!r} was activated")
+    finals = [i for i, e in enumerate(activations) if e.get("key") == spec.final_control]
+    submitted: Mapping[str, Any] | None = None
+    if not finals:
+        reasons.append(f"final control {labels[spec.final_control]!r} was never activated")
+    else:
+        submitted = activations[finals[-1]].get("values") or {}
+        if finals[-1] != len(activations) - 1:
+            after = activations[-1].get("key")
+            reasons.append(f"final control {labels[spec.final_control]!r} was not the last activation "
+                           f"({labels.get(after, after)!r} came after it)")
+        for key, want in spec.targets.items():
+            got = submitted.get(key)
+            if not values_equal(got, want):
+                reasons.append(f"target {key!r}: submitted {got!r}, expected {want!r}")
+    initial = page.initial_values()
+    for key in spec.protected:
+        for when, state in (("at submission", submitted), ("at the end", values)):
+            if state is not None and state.get(key) != initial[key]:
+                reasons.append(f"protected field {key!r} changed {when}: {initial[key]!r} -> {state.get(key)!r}")
+    if spec.order:
+        first: dict[str, int] = {}
+        for i, e in enumerate(events):
+            k = e.get("key")
+            if e.get("kind") == "change" and k in spec.order and k not in first \
+                    and values_equal(e.get("value"), spec.targets[k]):
+                first[k] = i
+        reached = [k for k in spec.order if k in first]
+        if len(reached) == len(spec.order):
+            actual = sorted(spec.order, key=lambda k: first[k])
+            if actual != list(spec.order):
+                reasons.append(f"fields repaired in the order {actual}, required {list(spec.order)}")
+    return Verdict(not reasons, reasons)
+
+
+def check_record(task: Task, record: Any) -> Verdict:
+    """:func:`check` on an object with ``values`` and ``events`` attributes (an EpisodeRecord)."""
+    return check(task, record.values, record.events)
