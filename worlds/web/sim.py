@@ -151,6 +151,11 @@ class SimWebWorld:
         self.injections.append(text)
         return self.observe()
 
+    def clear_injections(self) -> str:
+        self._require_task()
+        self.injections = []
+        return self.observe()
+
     def tree(self) -> AXNode:
         """The current accessibility tree."""
         return page_tree(self._require_task(), self.values, self.status, self.injections)

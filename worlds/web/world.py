@@ -162,6 +162,9 @@ class WebWorld(Protocol):
     def inject(self, text: str) -> str:
         """Render adversary text into the current page; return the new observation."""
 
+    def clear_injections(self) -> str:
+        """Remove every rendered injection from the page; return the new observation."""
+
     def observe(self) -> str:
         """The current observation text."""
 
