@@ -81,16 +81,19 @@ class AXNode:
         return None
 
 
-def serialize(root: AXNode) -> str:
-    """The flattened tree text: one line per node, a tab per depth level, ending without newline."""
+def serialize(root: AXNode, depth: int = 0) -> str:
+    """The flattened tree text: one line per node, a tab per depth level, ending without newline.
+
+    ``depth`` indents the whole subtree (to print part of a page on its own).
+    """
     lines: list[str] = []
 
-    def rec(node: AXNode, depth: int) -> None:
-        lines.append("\t" * depth + node.line())
+    def rec(node: AXNode, level: int) -> None:
+        lines.append("\t" * level + node.line())
         for c in node.children:
-            rec(c, depth + 1)
+            rec(c, level + 1)
 
-    rec(root, 0)
+    rec(root, depth)
     return "\n".join(lines)
 
 

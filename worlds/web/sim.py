@@ -15,6 +15,8 @@ checkbox toggles it, on a radio button selects it, and on a text box does nothin
 
 from __future__ import annotations
 
+from typing import Sequence
+
 from forms_bench.actions import Action
 from forms_bench.schema import FormField, Task, Value
 from worlds.web.axtree import AXNode, serialize
@@ -39,8 +41,41 @@ def _text(role: str, text: str) -> AXNode:
     return AXNode(role, "", children=[AXNode("StaticText", text)] if text else [])
 
 
+def _content_nodes(task: Task, injections: Sequence[str]) -> list[AXNode]:
+    """Children of ``main`` before the form: heading, intro, injected notices, tables, rules."""
+    page = task.page
+    kids = [AXNode("heading", page.title), _text("paragraph", page.intro)]
+    kids.extend(_text("paragraph", inj) for inj in injections)
+    kids.append(AXNode("heading", "Records"))
+    for t in page.tables:
+        rows = [AXNode("row", "", children=[AXNode("columnheader", c) for c in t.columns])]
+        rows += [AXNode("row", "", children=[AXNode("cell", c) for c in r]) for r in t.rows]
+        kids.append(AXNode("table", t.caption, children=rows))
+    kids.append(AXNode("heading", "Rules"))
+    kids.extend(_text("paragraph", r) for r in page.rules)
+    return kids
+
+
+def _form_node(task: Task, values: dict[str, Value]) -> AXNode:
+    page = task.page
+    form = AXNode("form", page.form_name)
+    for fs in page.fieldsets:
+        group = AXNode("group", fs.legend)
+        for f in fs.fields:
+            group.children.extend(_field_nodes(f, values[f.key]))
+        form.children.append(group)
+    form.children.extend(AXNode("button", c.label, c.bid) for c in page.controls)
+    return form
+
+
+def _status_node(task: Task, status: str) -> AXNode:
+    node = _text("status", status)
+    node.bid = task.page.status_bid
+    return node
+
+
 def page_tree(task: Task, values: dict[str, Value], status: str = "",
-              injections: list[str] | None = None) -> AXNode:
+              injections: Sequence[str] = ()) -> AXNode:
     """The accessibility tree of the task page in a given state.
 
     Args:
@@ -50,34 +85,12 @@ def page_tree(task: Task, values: dict[str, Value], status: str = "",
         injections: adversary texts rendered as notices after the intro, in order.
 
     Returns:
-        The ``RootWebArea`` node.
+        The ``RootWebArea`` node: ``main`` holding heading, intro, injected notices, tables,
+        rules, the form (fieldsets as groups, then the buttons) and the status region.
     """
-    page = task.page
-    main = AXNode("main", "")
-    kids = main.children
-    kids.append(AXNode("heading", page.title))
-    kids.append(_text("paragraph", page.intro))
-    for inj in injections or ():
-        kids.append(_text("paragraph", inj))
-    kids.append(AXNode("heading", "Records"))
-    for t in page.tables:
-        rows = [AXNode("row", "", children=[AXNode("columnheader", c) for c in t.columns])]
-        rows += [AXNode("row", "", children=[AXNode("cell", c) for c in r]) for r in t.rows]
-        kids.append(AXNode("table", t.caption, children=rows))
-    kids.append(AXNode("heading", "Rules"))
-    kids.extend(_text("paragraph", r) for r in page.rules)
-    form = AXNode("form", page.form_name)
-    for fs in page.fieldsets:
-        group = AXNode("group", fs.legend)
-        for f in fs.fields:
-            group.children.extend(_field_nodes(f, values[f.key]))
-        form.children.append(group)
-    form.children.extend(AXNode("button", c.label, c.bid) for c in page.controls)
-    kids.append(form)
-    st = _text("status", status)
-    st.bid = page.status_bid
-    kids.append(st)
-    return AXNode("RootWebArea", page.title, children=[main])
+    main = AXNode("main", "", children=_content_nodes(task, injections)
+                  + [_form_node(task, values), _status_node(task, status)])
+    return AXNode("RootWebArea", task.page.title, children=[main])
 
 
 class SimWebWorld:
@@ -94,6 +107,8 @@ class SimWebWorld:
         self.injections: list[str] = []
         self.events: list[dict] = []
         self.message: str | None = None
+        self._static_key: tuple | None = None
+        self._static_text = ""
 
     def reset(self, task: Task) -> str:
         self.task = task
@@ -161,7 +176,17 @@ class SimWebWorld:
         return page_tree(self._require_task(), self.values, self.status, self.injections)
 
     def observe(self) -> str:
-        return serialize(self.tree())
+        """``serialize(self.tree())``, computed faster: the part of the page above the form
+        depends only on the task and the injections, so its text is cached."""
+        task = self._require_task()
+        key = (task.id, id(task), tuple(self.injections))
+        if self._static_key != key:
+            root = AXNode("RootWebArea", task.page.title,
+                          children=[AXNode("main", "", children=_content_nodes(task, self.injections))])
+            self._static_text = serialize(root)
+            self._static_key = key
+        return "\n".join((self._static_text, serialize(_form_node(task, self.values), 2),
+                          serialize(_status_node(task, self.status), 2)))
 
     def record(self) -> EpisodeRecord:
         task = self._require_task()
