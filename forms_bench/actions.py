@@ -280,7 +280,8 @@ def parse_call(text: str, specs: Mapping[str, CallSpec]) -> Call:
     try:
         tree = ast.parse(call_text, mode="eval")
     except (SyntaxError, ValueError, MemoryError, RecursionError) as exc:
-        raise ActionParseError(f"invalid call syntax in `{call_text[:80]}`: {exc.__class__.__name__}") from None
+        why = getattr(exc, "msg", None) or exc.__class__.__name__
+        raise ActionParseError(f"invalid call syntax in `{call_text[:80]}`: {why}") from None
     node = tree.body
     if not isinstance(node, ast.Call) or not isinstance(node.func, ast.Name):
         raise ActionParseError(f"`{call_text[:80]}` is not a plain function call")

@@ -1,0 +1,65 @@
+import pytest
+
+from tests.fuzz import fuzz_strings
+from forms_bench.actions import Action, ActionParseError, action_prompt, parse_action, tool_schemas
+
+
+@pytest.mark.parametrize("text,expected", [
+    ("fill('12', 'Jane Doe')", Action("fill", ("12", "Jane Doe"))),
+    ("  click(20)\n", Action("click", ("20",))),
+    ("I will submit now: click('20')", Action("click", ("20",))),
+    ("```python\nselect_option(\"14\", \"Express\")\n```", Action("select_option", ("14", "Express"))),
+    ("fill(bid='3', value=\"it's (really) fine\")", Action("fill", ("3", "it's (really) fine"))),
+    ("fill('3', 'line1\\nline2')", Action("fill", ("3", "line1\nline2"))),
+    ("send_msg_to_user('Ünïcödé ✓')", Action("send_msg_to_user", ("Ünïcödé ✓",))),
+    ("noop()", Action("noop", ())),
+    ("uncheck('15')", Action("uncheck", ("15",))),
+])
+def test_parse_valid(text, expected):
+    assert parse_action(text) == expected
+    assert parse_action(expected.to_text()) == expected
+
+
+@pytest.mark.parametrize("text,message", [
+    ("", "empty action"),
+    ("click('1') click('2')", "found 2 calls; exactly one action per step is allowed"),
+    ("fill('1')", "fill: missing argument(s) value"),
+    ("click('1', '2')", "click takes 1 argument(s) (bid), got 2"),
+    ("noop(1)", "noop takes 0 argument(s) (none), got 1"),
+    ("type('1', 'x')", "unknown action `type`"),
+    ("__import__('os').system('touch /tmp/advsim-pwned')", "unknown action `__import__`"),
+    ("fill('1', 'unterminated)", "invalid call syntax in `fill('1', 'unterminated)`: unterminated string literal"),
+    ("fill('1', 'x'", "no complete call found (unbalanced parentheses or quotes?)"),
+    ("click(bid=x)", "click: argument `bid` must be a literal"),
+    ("click(['a'])", "click: argument `bid` must be a string, got list"),
+    ("fill('1', value='a', value='b')", "fill: argument `value` given twice"),
+    ("fill('1', 'a', extra='b')", "fill: unknown argument `extra`; expected bid, value"),
+    ("click(*args)", "click: *args/**kwargs are not allowed"),
+    ("click(-1)", "click: argument `bid` must be a string, got int"),
+    (None, "action must be a string, got NoneType"),
+])
+def test_parse_errors_are_precise(text, message):
+    with pytest.raises(ActionParseError) as exc:
+        parse_action(text)
+    assert message in str(exc.value)
+
+
+def test_prompt_and_schema_come_from_the_same_definitions():
+    prompt = action_prompt()
+    names = [s["function"]["name"] for s in tool_schemas()]
+    assert names == ["fill", "select_option", "check", "uncheck", "click", "send_msg_to_user", "noop"]
+    for n in names:
+        assert f"\n{n}(" in prompt
+    fill = tool_schemas()[0]["function"]
+    assert fill["parameters"]["required"] == ["bid", "value"]
+    assert fill["description"].startswith("Fill the text box")
+
+
+def test_fuzzed_actions_never_raise_anything_but_parse_errors(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    for s in fuzz_strings(10_000):
+        try:
+            parse_action(s)
+        except ActionParseError:
+            pass
+    assert list(tmp_path.iterdir()) == []
