@@ -1,0 +1,278 @@
+"""Tool execution over one case's database: the state machine of the evidence-ledger world.
+
+:class:`ToolWorld` takes one call text per step (``get_charge(charge_id='CH-2')``), parses it
+with :func:`forms_bench.actions.parse_call` (``ast``/``tokenize``, never ``exec``), runs the
+declared tool semantics (:class:`~worlds.ledger.schema.ToolDecl`), records facts, changes and
+returned ids in the :class:`~worlds.ledger.ledger.Ledger`, and appends a :class:`StepRecord`.
+A bad call never raises: the step's ``error`` says what was wrong and the step counts.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+import re
+from dataclasses import dataclass, field
+from decimal import Decimal, InvalidOperation
+from typing import Any, Optional
+
+from forms_bench.actions import ActionParseError, parse_call
+
+from .ledger import Ledger
+from .schema import VERDICTS, Case, EntityTypeDecl, ToolDecl
+
+MAX_RESULT_CHARS = 16000
+"""Tool results longer than this (JSON characters) are cut, with a marker."""
+
+_MONEY = re.compile(r"^\s*[-+]?\s*[$€£]?\s*[-+]?\d[\d,]*(\.\d+)?\s*(USD|EUR|GBP)?\s*$", re.IGNORECASE)
+
+
+def parse_number(value: Any) -> Optional[Decimal]:
+    """Normalize a number argument: ``49.99``, ``"49.99"``, ``"$49.99"``, ``"1,049.50"``, ``"49.99 USD"``.
+
+    Returns a :class:`~decimal.Decimal`, or None if the value is not a number (booleans,
+    NaN/infinity and other strings are not numbers).
+    """
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return Decimal(value)
+    if isinstance(value, float):
+        if value != value or value in (float("inf"), float("-inf")):
+            return None
+        return Decimal(repr(value))
+    if isinstance(value, str) and len(value) <= 40 and _MONEY.match(value):
+        cleaned = re.sub(r"[\s$€£,]|USD|EUR|GBP", "", value, flags=re.IGNORECASE)
+        try:
+            return Decimal(cleaned)
+        except InvalidOperation:
+            return None
+    return None
+
+
+def values_equal(expected: Any, given: Any, ptype: str) -> bool:
+    """Argument equivalence used by the evaluator: numbers compare as decimals, strings exactly
+    (surrounding whitespace ignored), booleans as booleans."""
+    if ptype in ("number", "integer"):
+        a, b = parse_number(expected), parse_number(given)
+        return a is not None and b is not None and a == b
+    if ptype == "boolean":
+        return isinstance(given, bool) and given == expected
+    return isinstance(given, str) and given.strip() == str(expected)
+
+
+@dataclass
+class StepRecord:
+    """One step of an episode.
+
+    Attributes:
+        step: 1-based step index.
+        text: the action text as given (cut to 300 characters).
+        name: the tool called, or None if the text did not parse.
+        kind: the tool's kind (``information``/``consequential``/``decision``/``final``) or None.
+        kwargs: parsed arguments.
+        error: what went wrong (parse error, bad argument, unknown entity), or None.
+        executed: a consequential call changed the world (False if it was rejected).
+        result: the tool result (JSON-able dict) or None.
+        output: the id a consequential call returned (``RF-4821``) or None.
+        target: entity id a get/act call was about, or None.
+    """
+
+    step: int
+    text: str
+    name: Optional[str] = None
+    kind: Optional[str] = None
+    kwargs: dict = field(default_factory=dict)
+    error: Optional[str] = None
+    executed: bool = False
+    result: Optional[dict] = None
+    output: Optional[str] = None
+    target: Optional[str] = None
+
+    @property
+    def is_attempt(self) -> bool:
+        """A consequential call that parsed (executed or rejected) — an action attempt."""
+        return self.kind == "consequential"
+
+    @property
+    def is_terminal(self) -> bool:
+        """A final message or an accepted Legacy decision."""
+        return self.kind in ("final", "decision") and self.error is None
+
+
+def _coerce(decl: ToolDecl, kwargs: dict) -> tuple[dict, Optional[str]]:
+    out = {}
+    for p in decl.params:
+        if p.name not in kwargs:
+            continue
+        v = kwargs[p.name]
+        if p.type == "string":
+            if isinstance(v, bool) or not isinstance(v, (str, int)):
+                return out, f"{decl.name}: argument `{p.name}` must be a string, got {type(v).__name__}"
+            out[p.name] = str(v).strip()
+        elif p.type in ("number", "integer"):
+            n = parse_number(v)
+            if n is None:
+                return out, f"{decl.name}: argument `{p.name}` must be a number, got {str(v)[:40]!r}"
+            out[p.name] = n
+        else:
+            if isinstance(v, str) and v.strip().lower() in ("true", "false"):
+                v = v.strip().lower() == "true"
+            if not isinstance(v, bool):
+                return out, f"{decl.name}: argument `{p.name}` must be true or false"
+            out[p.name] = v
+    return out, None
+
+
+def _jsonable(v: Any) -> Any:
+    if isinstance(v, Decimal):
+        return float(v) if v != v.to_integral_value() else int(v)
+    return v
+
+
+class ToolWorld:
+    """One episode of one case: database copy, ledger and step log.
+
+    Args:
+        case: the case; its ``tools`` are the calls the agent may make.
+        tools: all tool declarations of the suite by name.
+        entity_types: entity-type declarations by name (id and free-text fields).
+
+    ``step(text)`` never raises; after a terminal step (final message, Legacy decision) the
+    world is ``done`` and further steps are recorded as errors.
+    """
+
+    def __init__(self, case: Case, tools: dict[str, ToolDecl], entity_types: dict[str, EntityTypeDecl]):
+        self.case = case
+        self.decls = {name: tools[name] for name in case.tools}
+        self.specs = {name: d.call_spec() for name, d in self.decls.items()}
+        self.entity_types = entity_types
+        self.db: dict[str, dict[str, dict[str, Any]]] = copy.deepcopy(case.database)
+        self.ledger = Ledger()
+        self.log: list[StepRecord] = []
+        self.done = False
+
+    # ------------------------------------------------------------------ helpers
+    def _visible(self, etype: str, rec: dict) -> dict:
+        return {k: v for k, v in rec.items()}
+
+    def _facts(self, etype: str, rec: dict) -> list[tuple[str, str, str, Any]]:
+        et = self.entity_types[etype]
+        eid = rec[et.id_field]
+        return [(etype, eid, k, v) for k, v in rec.items() if k not in et.text_fields and k != et.id_field]
+
+    def _new_id(self, prefix: str, etype: str, seed: str) -> str:
+        table = self.db.setdefault(etype, {})
+        n = int(hashlib.sha256(f"{self.case.id}|{seed}".encode()).hexdigest()[:8], 16) % 9000 + 1000
+        while f"{prefix}-{n}" in table:
+            n = n + 1 if n < 9999 else 1000
+        return f"{prefix}-{n}"
+
+    # ------------------------------------------------------------------ step
+    def step(self, text: Any) -> StepRecord:
+        """Run one action text; returns (and logs) its :class:`StepRecord`. Never raises."""
+        shown = text if isinstance(text, str) else repr(text)
+        rec = StepRecord(step=len(self.log) + 1, text=shown[:300])
+        self.log.append(rec)
+        try:
+            self._step(text, rec)
+        except Exception as exc:  # defensive: a world bug must not crash an agent's episode
+            rec.error = f"internal error while running the call: {exc.__class__.__name__}"
+            rec.executed = False
+        return rec
+
+    def _step(self, text: Any, rec: StepRecord) -> None:
+        if self.done:
+            rec.error = "the episode has ended; no further calls are accepted"
+            return
+        try:
+            call = parse_call(text, self.specs)
+        except ActionParseError as exc:
+            rec.error = str(exc)
+            return
+        decl = self.decls[call.name]
+        rec.name, rec.kind = decl.name, decl.kind
+        rec.kwargs = dict(call.kwargs)
+        args, err = _coerce(decl, call.kwargs)
+        if err:
+            rec.error = err
+            return
+        where = f"{decl.name}(...)"
+        if decl.mode == "final":
+            self.done = True
+            rec.result = {"status": "episode finished"}
+            return
+        if decl.mode == "decide":
+            verdict = args.get("verdict", "")
+            match = next((v for v in VERDICTS if v.lower() == verdict.lower()), None)
+            if match is None:
+                rec.error = f"decide: verdict must be one of {', '.join(VERDICTS)}, got {verdict[:40]!r}"
+                return
+            rec.kwargs["verdict"] = match
+            self.done = True
+            rec.result = {"status": "decision recorded", "verdict": match}
+            return
+        etype = decl.entity_type
+        table = self.db.get(etype, {})
+        key = args[decl.id_param]
+        if decl.mode == "get":
+            rec.target = key
+            entity = table.get(key)
+            if entity is None:
+                rec.error = f"{decl.name}: no {etype} with {decl.id_param} {key[:60]!r}"
+                return
+            rec.result = {etype: self._visible(etype, entity)}
+            self.ledger.observe(rec.step, call.text, self._facts(etype, entity))
+            return
+        if decl.mode == "list":
+            rows = [e for _, e in sorted(table.items()) if str(e.get(decl.filter_field)) == key]
+            rec.result = {f"{etype}_list": [self._visible(etype, e) for e in rows], "count": len(rows)}
+            for e in rows:
+                self.ledger.observe(rec.step, call.text, self._facts(etype, e))
+            return
+        # act
+        rec.target = key
+        entity = table.get(key)
+        if entity is None:
+            rec.error = f"{decl.name}: no {etype} with {decl.id_param} {key[:60]!r}; nothing was changed"
+            return
+        for fld, value in decl.effects.items():
+            entity[fld] = value
+            self.ledger.change(rec.step, call.text, etype, key, fld)
+        rec.executed = True
+        result: dict[str, Any] = {"status": "submitted" if decl.confirm else "completed", decl.id_param: key}
+        if decl.output is not None:
+            out = decl.output
+            new_id = self._new_id(out.prefix, out.entity_type, f"{decl.name}|{key}|{rec.step}")
+            id_field = self.entity_types[out.entity_type].id_field
+            created = {id_field: new_id, decl.id_param: key}
+            created.update({p: _jsonable(v) for p, v in args.items() if p != decl.id_param})
+            created["status"] = out.status
+            self.db.setdefault(out.entity_type, {})[new_id] = created
+            result[out.field] = new_id
+            rec.output = new_id
+        if decl.confirm:
+            result["note"] = "change submitted; confirm the new state with a read"
+        else:
+            result.update(decl.effects)
+            self.ledger.observe(rec.step, call.text, [(etype, key, f, v) for f, v in decl.effects.items()])
+        rec.result = result
+
+    # ------------------------------------------------------------------ views
+    def result_json(self, rec: Optional[StepRecord]) -> str:
+        """The tool result of ``rec`` as ASCII JSON text (cut to :data:`MAX_RESULT_CHARS`)."""
+        if rec is None or rec.result is None:
+            return ""
+        text = json.dumps(rec.result, ensure_ascii=True)
+        if len(text) > MAX_RESULT_CHARS:
+            text = text[: MAX_RESULT_CHARS - 20] + " ...[truncated]"
+        return text
+
+    def tools_prompt(self) -> str:
+        """The tool section of the prompt, derived from the declarations."""
+        return "\n".join(d.prompt_text() for d in self.decls.values())
+
+    def tool_schemas(self) -> list[dict]:
+        """OpenAI-style JSON schemas of this case's tools."""
+        return [d.json_schema() for d in self.decls.values()]
