@@ -52,7 +52,7 @@ def grpo_loss(logp: torch.Tensor, ref_logp: torch.Tensor, advantages: torch.Tens
     pg = -(advantages.to(logp.dtype)[:, None] * logp)
     loss = ((pg + beta * k3) * m).sum() / n
     tokens = float(m.sum())
-    stats = {"pg": float((pg * m).sum() / n), "kl": float((k3.detach() * m).sum() / max(tokens, 1.0)),
+    stats = {"pg": float((pg.detach() * m).sum() / n), "kl": float((k3.detach() * m).sum() / max(tokens, 1.0)),
              "tokens": tokens}
     return loss, stats
 
