@@ -391,3 +391,24 @@ def generate(stratum: str, n: int, seed: int, split: str = "train") -> list[Task
         ctx = _Ctx(split, stratum, seed, i, domain)
         tasks.append(_BUILDERS[stratum](ctx, f"{split}-{stratum.replace('_', '-')}-{seed}-{i:03d}"))
     return tasks
+
+
+def make_task(stratum: str, domain: str, seed: int, split: str = "train") -> Task:
+    """One task of ``stratum`` in ``domain`` (a :class:`~forms_bench.domains.Domain` name).
+
+    Deterministic in its arguments; ids are ``{split}-{stratum}-{domain}-{seed}``. Used to
+    instantiate curriculum proposals.
+
+    Raises:
+        ValueError: unknown stratum, domain or split.
+    """
+    if stratum not in _BUILDERS:
+        raise ValueError(f"unknown stratum {stratum!r}; expected one of {', '.join(STRATA)}")
+    if split not in ("train", "test"):
+        raise ValueError(f"unknown split {split!r}; expected 'train' or 'test'")
+    by_name = {d.name: d for d in DOMAINS}
+    if domain not in by_name:
+        raise ValueError(f"unknown domain {domain!r}; expected one of {', '.join(by_name)}")
+    ctx = _Ctx(split, f"{stratum}:{domain}", seed, 0, by_name[domain])
+    return _BUILDERS[stratum](ctx, f"{split}-{stratum.replace('_', '-')}-{domain.replace('_', '-')}-{seed}")
+
