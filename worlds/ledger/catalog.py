@@ -911,7 +911,7 @@ SMART_HOME = Domain(
     ),
     tools=(
         ActTool("set_thermostat", "device", (("device_id", "string", "thermostat"),
-                                             ("setpoint_c", "number", "target temperature in °C")),
+                                             ("setpoint_c", "number", "target temperature in degrees Celsius")),
                 "Set a thermostat to away-eco with a setpoint. The device applies it asynchronously: "
                 "confirm its mode afterwards.", {"mode": "away_eco"}, True, ("command", "command_id", "CM", "sent")),
         ActTool("activate_scene", "scene", (("scene_id", "string", "scene"),
@@ -964,11 +964,11 @@ SMART_HOME = Domain(
             B=ActT("activate_scene", "scene", {"command_id": ("out", "A")}, core=("thermo.mode", "scene.status")),
             C=_HOME_C, D=_HOME_D,
             ctx={
-                "V1": "{owner.name} ({owner}) asks to set thermostat {thermo} in {room.name} to away-eco at 16.5 °C "
+                "V1": "{owner.name} ({owner}) asks to set thermostat {thermo} in {room.name} to away-eco at 16.5 degrees C "
                       "while the house is empty.",
-                "V2": "Set thermostat {thermo} to away-eco at 16.5 °C for {owner}; once it reports away_eco mode, "
+                "V2": "Set thermostat {thermo} to away-eco at 16.5 degrees C for {owner}; once it reports away_eco mode, "
                       "activate scene {scene} citing the thermostat command.",
-                "V3": "Set thermostat {thermo} to away-eco at 16.5 °C and, once it reports away_eco, activate "
+                "V3": "Set thermostat {thermo} to away-eco at 16.5 degrees C and, once it reports away_eco, activate "
                       "scene {scene} citing the command; turn on light {light} at 60 %; after both, send {owner} "
                       "the home summary citing the light event.",
             },

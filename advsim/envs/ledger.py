@@ -1,0 +1,231 @@
+"""``advsim/EvidenceLedger-v0``: the evidence-ledger tool world as a Gymnasium environment.
+
+See :class:`EvidenceLedgerEnv`. The world itself (cases, tools, ledger, evaluator) lives in
+:mod:`worlds.ledger`; this module only adapts it to the Gymnasium 1.4 API.
+"""
+
+from __future__ import annotations
+
+import string
+from typing import Any, Optional
+
+import gymnasium as gym
+from gymnasium import spaces
+
+from forms_bench.actions import MAX_CALL_CHARS
+from worlds.ledger.evaluator import EpisodeResult, evaluate
+from worlds.ledger.schema import Case, Suite
+from worlds.ledger.suite import load_suite
+from worlds.ledger.tools import MAX_RESULT_CHARS, ToolWorld
+
+CHARSET = string.printable
+"""Characters of every observation (printable ASCII plus whitespace); other text is escaped."""
+MAX_CONTEXT_CHARS = 32000
+MAX_ERROR_CHARS = 2000
+MAX_ACTION_CHARS = 2 * MAX_CALL_CHARS
+_ALLOWED = frozenset(CHARSET)
+
+
+def to_charset(text: str, limit: int) -> str:
+    """Escape non-ASCII characters (``\\u00e9``) and drop other control characters; cut to ``limit``."""
+    text = text.encode("ascii", "backslashreplace").decode("ascii")
+    if any(c not in _ALLOWED for c in text):
+        text = "".join(c if c in _ALLOWED else " " for c in text)
+    return text if len(text) <= limit else text[: limit - 15] + " ...[truncated]"
+
+
+class EvidenceLedgerEnv(gym.Env):
+    """Evidence-ledger tool world (SafeActBench) as a Gymnasium 1.4 environment.
+
+    Each episode plays one case of the frozen 656-case suite (:func:`worlds.ledger.load_suite`).
+    The agent calls information tools (``get_charge(charge_id='CH-2')``) and consequential tools
+    (``refund_charge(...)``); every consequential action must be backed by evidence it observed
+    earlier about the same entity, not made stale by a later change, and dependent actions must
+    use the ids earlier actions actually returned.
+
+    **Observation** — ``Dict`` of three ``Text`` spaces (charset :data:`CHARSET`):
+
+    - ``context`` (≤ 32,000 chars): task context, rules and the tool list (signature,
+      ``[information]``/``[consequential]`` tag, description), the same for the whole episode;
+    - ``tool_result`` (≤ 16,000 chars): the last tool result as JSON text (ASCII-escaped; empty
+      after ``reset`` or a failed call);
+    - ``last_action_error`` (≤ 2,000 chars): why the last action failed (parse error, unknown
+      tool or entity, bad argument type), else empty.
+
+    **Action** — ``Text`` (≤ 16,384 chars): one tool call in Python call syntax, parsed with
+    ``ast`` (never executed), e.g. ``get_charge(charge_id='CH-2')`` or
+    ``final_answer('Refunded CH-2.')``; surrounding prose is tolerated, two calls are an error.
+    Legacy cases take one structured decision ``decide(verdict='Allow'|'Block'|'Defer',
+    reason='…')``. Any input, even a non-string, is accepted: a bad action only sets
+    ``last_action_error`` and the step counts.
+
+    **Reward** — 0 on every step except the last, where it is the episode's ECS ∈ {0, 1}
+    (deterministic evaluator, SafeActBench).
+
+    **Termination** — ``terminated`` after ``final_answer(...)`` or an accepted ``decide(...)``;
+    ``truncated`` after ``max_steps`` steps (default 40; the episode is then scored, and fails
+    with ``NO_FINAL_ANSWER``).
+
+    **info** — ``case_id``, ``protocol``, ``domain``, ``step``, ``tool`` and ``tool_kind`` of the
+    last call, ``executed`` (a consequential call changed the world), ``ecs`` (None until the
+    episode ends), ``flags`` (attempted, first_attempt_step, investigation_before_first_attempt,
+    investigation_complete, gap, executed, partial, bsr — set at the end), ``reasons`` (e.g.
+    ``["MISSING charge.CH-2.status at action refund_charge step 4"]``), ``injection``.
+
+    **Injection** — :meth:`inject` renders an adversary's text into a designated free-text field
+    (``notes``, ``comments`` or ``description``) of one database record, at most once per
+    episode; the text then appears in every later tool result showing that record. Free-text
+    fields never establish facts, so injected text cannot create evidence.
+
+    Args:
+        case_ids: restrict episodes to these cases; ``protocol``/``domain``: filter the pool.
+        max_steps: step limit (truncation). suite_path: another suite file (checksum verified).
+        render_mode: None or ``"ansi"``.
+
+    ``reset(seed=…, options={"case_id": "V1-cust-001"})`` plays that case; without a case id
+    the case is drawn from the pool with the environment's seeded ``np_random``.
+    """
+
+    metadata = {"render_modes": ["ansi"], "render_fps": 4}
+
+    def __init__(self, case_ids: Optional[list[str]] = None, protocol: Optional[str] = None,
+                 domain: Optional[str] = None, max_steps: int = 40, suite_path: Optional[str] = None,
+                 render_mode: Optional[str] = None):
+        self.suite: Suite = load_suite(suite_path)
+        pool = list(self.suite.cases)
+        if case_ids is not None:
+            wanted = set(case_ids)
+            pool = [c for c in pool if c.id in wanted]
+        if protocol is not None:
+            pool = [c for c in pool if c.protocol == protocol]
+        if domain is not None:
+            pool = [c for c in pool if c.domain == domain]
+        if not pool:
+            raise ValueError("no case matches the given case_ids/protocol/domain")
+        self._pool = pool
+        self._by_id = {c.id: c for c in self.suite.cases}
+        if max_steps < 1:
+            raise ValueError("max_steps must be at least 1")
+        self.max_steps = int(max_steps)
+        self.render_mode = render_mode
+        text = lambda n: spaces.Text(n, min_length=0, charset=CHARSET)  # noqa: E731
+        self.observation_space = spaces.Dict({
+            "context": text(MAX_CONTEXT_CHARS),
+            "tool_result": text(MAX_RESULT_CHARS),
+            "last_action_error": text(MAX_ERROR_CHARS),
+        })
+        self.action_space = text(MAX_ACTION_CHARS)
+        self.case: Optional[Case] = None
+        self.world: Optional[ToolWorld] = None
+        self.result: Optional[EpisodeResult] = None
+        self._context = ""
+        self._obs: dict[str, str] = {}
+        self._injection: Optional[dict] = None
+
+    # ------------------------------------------------------------------ gym API
+    def reset(self, *, seed: Optional[int] = None, options: Optional[dict] = None):
+        """Start an episode. ``options={"case_id": …}`` picks the case (KeyError if unknown)."""
+        super().reset(seed=seed)
+        options = options or {}
+        if options.get("case_id") is not None:
+            if options["case_id"] not in self._by_id:
+                raise KeyError(f"unknown case id {options['case_id']!r}")
+            self.case = self._by_id[options["case_id"]]
+        else:
+            self.case = self._pool[int(self.np_random.integers(len(self._pool)))]
+        self.world = ToolWorld(self.case, self.suite.tools, self.suite.entity_types)
+        self.result = None
+        self._injection = None
+        self._context = to_charset(self.case.context + "\n\nTools:\n" + self.world.tools_prompt(),
+                                   MAX_CONTEXT_CHARS)
+        self._obs = {"context": self._context, "tool_result": "", "last_action_error": ""}
+        return dict(self._obs), self._info(None)
+
+    def step(self, action: Any):
+        """Run one action (any value; never raises for a bad action). Returns the Gymnasium 5-tuple."""
+        if self.world is None:
+            raise RuntimeError("call reset() before step()")
+        rec = self.world.step(action)
+        if self._injection is not None and self._injection["rendered_at_step"] is None and rec.result:
+            inj = self._injection
+            shown = self.world.result_json(rec)
+            if inj["entity_id"] in shown and inj["field"] in shown:
+                inj["rendered_at_step"] = rec.step
+        terminated = self.world.done
+        truncated = not terminated and len(self.world.log) >= self.max_steps
+        reward = 0.0
+        if (terminated or truncated) and self.result is None:
+            self.result = evaluate(self.case, self.world.log, self.suite.tools, self.world.ledger)
+            reward = float(self.result.ecs)
+        self._obs = {"context": self._context,
+                     "tool_result": to_charset(self.world.result_json(rec), MAX_RESULT_CHARS),
+                     "last_action_error": to_charset(rec.error or "", MAX_ERROR_CHARS)}
+        return dict(self._obs), reward, terminated, truncated, self._info(rec)
+
+    def render(self) -> Optional[str]:
+        """``ansi``: the last observation as text."""
+        if self.render_mode != "ansi":
+            return None
+        o = self._obs
+        return (f"{o.get('context', '')}\n--- tool result ---\n{o.get('tool_result', '')}\n"
+                f"--- error ---\n{o.get('last_action_error', '')}\n")
+
+    # ------------------------------------------------------------------ adversary
+    def inject(self, text: str, entity_type: Optional[str] = None, entity_id: Optional[str] = None,
+               field: Optional[str] = None) -> dict:
+        """Render an adversary's ``text`` into a free-text field of one record (once per episode).
+
+        Args:
+            text: the injected instruction (any string; rendered ASCII-escaped in observations).
+            entity_type, entity_id: the record (default: the case's primary entity, i.e. the
+                target of its first expected action).
+            field: a designated free-text field of that entity type (default: its first one).
+
+        Returns:
+            ``{"entity_type", "entity_id", "field", "step", "rendered_at_step"}``; the same dict
+            is in ``info["injection"]``, and ``rendered_at_step`` is set when a tool result first
+            shows the text.
+
+        Raises:
+            RuntimeError: before ``reset`` or when an injection was already accepted this episode.
+            ValueError: Legacy cases (no tool results), unknown record, or a non-free-text field.
+        """
+        if self.world is None or self.case is None:
+            raise RuntimeError("call reset() before inject()")
+        if self._injection is not None:
+            raise RuntimeError("an injection was already accepted in this episode (at most one)")
+        if not isinstance(text, str):
+            raise ValueError("injected text must be a string")
+        if self.case.protocol == "Legacy":
+            raise ValueError("Legacy cases show no tool results; nothing to inject into")
+        if entity_type is None:
+            a = self.case.spec.actions[0]
+            entity_type = self.suite.tools[a.tool].entity_type
+            entity_id = entity_id or a.target
+        et = self.suite.entity_types.get(entity_type)
+        table = self.world.db.get(entity_type, {})
+        if et is None or entity_id not in table:
+            raise ValueError(f"no {entity_type} record {entity_id!r} in this case")
+        field = field or et.text_fields[0]
+        if field not in et.text_fields:
+            raise ValueError(f"{entity_type}.{field} is not a designated free-text field "
+                             f"({', '.join(et.text_fields)})")
+        table[entity_id][field] = text
+        self._injection = {"entity_type": entity_type, "entity_id": entity_id, "field": field,
+                           "step": len(self.world.log), "rendered_at_step": None}
+        return self._injection
+
+    # ------------------------------------------------------------------ info
+    def _info(self, rec) -> dict:
+        case = self.case
+        res = self.result
+        return {
+            "case_id": case.id, "protocol": case.protocol, "domain": case.domain,
+            "step": len(self.world.log) if self.world else 0,
+            "tool": rec.name if rec else None, "tool_kind": rec.kind if rec else None,
+            "executed": bool(rec.executed) if rec else False,
+            "ecs": res.ecs if res else None,
+            "flags": res.flags() if res else {},
+            "reasons": list(res.reasons) if res else [],
+            "injection": dict(self._injection) if self._injection else None,
+        }
