@@ -1,0 +1,245 @@
+"""The learner: one frozen backbone with three role adapters, a rollout engine, and the updates.
+
+It owns the peft model (for gradients), the engine (for rollouts and forward values), one AdamW
+optimizer per role, and the version counter of each adapter. Every update:
+
+1. re-scores the samples' token ids with ``engine.score`` under the sampling adapter — the
+   forward values ℓ (*Bit-consistent RL*: they must equal the rollout log-probs; diff is
+   reported, and ``consistency="strict"`` raises on any non-zero diff);
+2. computes ℓ0 with every adapter disabled (the reference policy; a plain transformers forward,
+   batched — the KL anchor needs no bit-consistency, only ℓ does);
+3. builds the peft graph of ℓ and joins it to the values with
+   ``value + (graph − graph.detach())``;
+4. minimises AdvSim2Real's loss (:func:`policies.grpo.grpo_loss`) with AdamW on the active
+   adapter only, gradient-norm clip, then saves the next adapter version atomically and
+   registers it with the engine under a new LoRA id.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import random
+from pathlib import Path
+from typing import Sequence
+
+import torch
+
+from advsim.config import TrainConfig
+from forms_bench.atomic import atomic_write_bytes
+from policies.adapters import ROLES, activate, attach_role_adapters, load_adapter, lora_config, reference_policy, save_adapter
+from policies.grpo import Sample, completion_tensor, diff_stats, grpo_loss, sft_loss
+
+log = logging.getLogger(__name__)
+
+
+class ConsistencyError(RuntimeError):
+    """Rollout and training log-probs differ while ``consistency="strict"``."""
+
+
+class Learner:
+    """Backbone + role adapters + engine + optimizers.
+
+    Args:
+        cfg: the run config.
+        adapter_root: folder where adapter versions are saved (``<root>/<role>@<v>``).
+        engine: an engine to use instead of building one from ``cfg.model`` (tests).
+        model, tokenizer: a backbone to use instead of loading ``cfg.model.backbone`` (tests).
+    """
+
+    def __init__(self, cfg: TrainConfig, adapter_root: str | Path, engine=None, model=None, tokenizer=None,
+                 backbone_path: str | Path | None = None):
+        from policies.backbone import load_backbone, tiny_backbone
+
+        torch.manual_seed(cfg.seed)
+        torch.set_num_threads(cfg.model.threads)
+        self.cfg = cfg
+        self.adapter_root = Path(adapter_root)
+        if model is None:
+            if cfg.model.backbone == "tiny":
+                model, tokenizer = tiny_backbone(seed=cfg.seed)
+                backbone_path = None
+            else:
+                model, tokenizer, backbone_path = load_backbone(cfg.model.backbone)
+        self.tokenizer = tokenizer
+        self.model = attach_role_adapters(model, config=lora_config(cfg.model.lora_rank, cfg.model.lora_alpha),
+                                          seed=cfg.seed)
+        self.versions = {r: 0 for r in ROLES}
+        self.optimizers = {r: self._optimizer(r, cfg.optim.learning_rate) for r in ROLES}
+        if engine is None:
+            engine = self._make_engine(backbone_path)
+        self.engine = engine
+        for r in ROLES:
+            self.publish(r)
+
+    # -- construction ------------------------------------------------------------------------
+    def _params(self, role: str) -> list[torch.nn.Parameter]:
+        return [p for n, p in self.model.named_parameters() if f".{role}." in n and "lora_" in n]
+
+    def _optimizer(self, role: str, lr: float) -> torch.optim.Optimizer:
+        return torch.optim.AdamW(self._params(role), lr=lr, weight_decay=self.cfg.optim.weight_decay)
+
+    def _make_engine(self, backbone_path):
+        m = self.cfg.model
+        if m.engine == "vllm":
+            from policies.engines import VLLMEngine
+
+            return VLLMEngine(str(backbone_path), max_model_len=m.max_model_len, max_lora_rank=max(8, m.lora_rank),
+                              kv_cache_gib=m.kv_cache_gib, threads=m.threads, seed=self.cfg.seed,
+                              vllm_cache_root=self.adapter_root.parent / "vllm-cache")
+        from policies.engines import TorchEngine
+
+        return TorchEngine(self.model, self.tokenizer, adapter_root=self.adapter_root)
+
+    # -- adapters ----------------------------------------------------------------------------
+    def ref(self, role: str) -> str:
+        """The current version of ``role``: ``"executor@3"``."""
+        return f"{role}@{self.versions[role]}"
+
+    def publish(self, role: str) -> Path:
+        """Save the current weights of ``role`` as its current version and register them with the engine."""
+        path = save_adapter(self.model, self.ref(role), self.adapter_root)
+        if hasattr(self.engine, "add_adapter"):
+            self.engine.add_adapter(self.ref(role), path)
+        elif hasattr(self.engine, "loaded"):
+            self.engine.loaded[role] = self.versions[role]
+        return path
+
+    def restore(self, versions: dict[str, int], optimizer_file: Path | None) -> None:
+        """Load saved adapter versions (and optimizer states) after a restart."""
+        for role, v in versions.items():
+            self.versions[role] = v
+            load_adapter(self.model, f"{role}@{v}", self.adapter_root)
+            path = self.adapter_root / f"{role}@{v}"
+            if hasattr(self.engine, "add_adapter"):
+                self.engine.add_adapter(f"{role}@{v}", path)
+            elif hasattr(self.engine, "loaded"):
+                self.engine.loaded[role] = v
+        if optimizer_file is not None and optimizer_file.exists():
+            states = torch.load(optimizer_file, weights_only=False)
+            for role, st in states.items():
+                self.optimizers[role].load_state_dict(st)
+
+    def save_optimizers(self, path: Path) -> None:
+        """Optimizer states of every role, written atomically."""
+        import io
+
+        buf = io.BytesIO()
+        torch.save({r: o.state_dict() for r, o in self.optimizers.items()}, buf)
+        atomic_write_bytes(path, buf.getvalue())
+
+    # -- log-probs ---------------------------------------------------------------------------
+    def _graph(self, seqs: Sequence[Sequence[int]], prompt_lens: Sequence[int], width: int,
+               reference: bool = False) -> torch.Tensor:
+        """[B, width] log-probs of the completion tokens under the active adapter (with grad)
+        or under the backbone (``reference=True``, no grad)."""
+        from policies.engines import token_logprobs_batch
+
+        if reference:
+            with reference_policy(self.model):
+                lp = token_logprobs_batch(self.model, seqs, grad=False)
+        else:
+            lp = token_logprobs_batch(self.model, seqs, grad=True)
+        rows = [lp[b, pl - 1: len(s) - 1] for b, (s, pl) in enumerate(zip(seqs, prompt_lens))]
+        return torch.stack([torch.nn.functional.pad(r, (0, width - r.shape[0])) for r in rows])
+
+    # -- updates -----------------------------------------------------------------------------
+    def update(self, role: str, samples: Sequence[Sample]) -> dict:
+        """One GRPO-style update of ``role`` on ``samples`` (all sampled by its current version).
+
+        Returns:
+            Stats: loss, pg, kl (k3 per token), diff (max/mean/std/k3 between rollout and
+            training log-probs), tokens, samples, grad_norm, version (the new one).
+
+        Raises:
+            ConsistencyError: ``consistency="strict"`` and a non-zero diff.
+        """
+        samples = [s for s in samples if len(s.completion_ids) > 0]
+        if not samples:
+            return {"samples": 0, "version": self.versions[role]}
+        ref = self.ref(role)
+        seqs = [list(s.prompt_ids) + list(s.completion_ids) for s in samples]
+        plens = [len(s.prompt_ids) for s in samples]
+        lens = [len(s.completion_ids) for s in samples]
+        scores = self.engine.score(seqs, [ref] * len(seqs))
+        train_vals = [sc[pl - 1:] for sc, pl in zip(scores, plens)]
+        diff = diff_stats([s.rollout_logprobs for s in samples], train_vals)
+        if self.cfg.model.consistency == "strict" and diff["max"] != 0.0:
+            raise ConsistencyError(f"{role} update: rollout vs training log-prob diff {diff}")
+        activate(self.model, role)
+        opt = self.optimizers[role]
+        opt.zero_grad(set_to_none=True)
+        n = len(samples)
+        mb = max(1, self.cfg.optim.micro_batch)
+        totals = {"loss": 0.0, "pg": 0.0, "kl_sum": 0.0, "tokens": 0.0}
+        for start in range(0, n, mb):
+            idx = list(range(start, min(n, start + mb)))
+            width = max(lens[i] for i in idx)
+            mseqs = [seqs[i] for i in idx]
+            mpl = [plens[i] for i in idx]
+            graph = self._graph(mseqs, mpl, width)
+            ref_lp = self._graph(mseqs, mpl, width, reference=True)
+            values = completion_tensor([train_vals[i] for i in idx], [lens[i] for i in idx], width, graph.dtype)
+            logp = values + (graph - graph.detach())
+            mask = completion_tensor([[1.0] * lens[i] for i in idx], [lens[i] for i in idx], width, graph.dtype)
+            adv = torch.tensor([samples[i].advantage for i in idx], dtype=graph.dtype)
+            loss, st = grpo_loss(logp, ref_lp, adv, mask, self.cfg.optim.beta_kl, n_samples=n)
+            loss.backward()
+            totals["loss"] += float(loss.detach())
+            totals["pg"] += st["pg"]
+            totals["kl_sum"] += st["kl"] * st["tokens"]
+            totals["tokens"] += st["tokens"]
+        params = self._params(role)
+        grad_norm = float(torch.nn.utils.clip_grad_norm_(params, self.cfg.optim.max_grad_norm))
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        self.versions[role] += 1
+        self.publish(role)
+        return {"loss": totals["loss"], "pg": totals["pg"], "kl": totals["kl_sum"] / max(totals["tokens"], 1.0),
+                "diff": diff, "tokens": int(totals["tokens"]), "samples": n, "grad_norm": grad_norm,
+                "version": self.versions[role]}
+
+    def sft(self, role: str, examples: Sequence[tuple[Sequence[int], Sequence[int]]], epochs: int,
+            learning_rate: float, seed: int, progress=None) -> dict:
+        """Supervised warm start of ``role`` on ``(prompt_ids, target_ids)`` pairs.
+
+        Mean NLL of the target tokens (:func:`policies.grpo.sft_loss`), AdamW (a separate
+        optimizer), micro-batches of ``optim.micro_batch``, seeded shuffling, gradient clip.
+        Afterwards the next version of ``role`` is saved and registered.
+
+        Returns:
+            ``{"loss_first": …, "loss_last": …, "steps": …, "version": …}``.
+        """
+        activate(self.model, role)
+        opt = self._optimizer(role, learning_rate)
+        rng = random.Random(seed)
+        mb = max(1, self.cfg.optim.micro_batch)
+        losses = []
+        for _ in range(epochs):
+            order = list(range(len(examples)))
+            rng.shuffle(order)
+            for start in range(0, len(order), mb):
+                idx = order[start:start + mb]
+                seqs = [list(examples[i][0]) + list(examples[i][1]) for i in idx]
+                pls = [len(examples[i][0]) for i in idx]
+                width = max(len(examples[i][1]) for i in idx)
+                lp = self._graph(seqs, pls, width)
+                mask = completion_tensor([[1.0] * len(examples[i][1]) for i in idx],
+                                         [len(examples[i][1]) for i in idx], width, lp.dtype)
+                loss = sft_loss(lp, mask)
+                opt.zero_grad(set_to_none=True)
+                loss.backward()
+                torch.nn.utils.clip_grad_norm_(self._params(role), self.cfg.optim.max_grad_norm)
+                opt.step()
+                losses.append(float(loss.detach()))
+                if progress:
+                    progress(len(idx))
+        self.versions[role] += 1
+        self.publish(role)
+        return {"loss_first": losses[0] if losses else math.nan, "loss_last": losses[-1] if losses else math.nan,
+                "steps": len(losses), "version": self.versions[role]}
+
+    def close(self) -> None:
+        """Release the engine (vLLM frees its KV cache when the LLM object goes)."""
+        if hasattr(self.engine, "llm"):
+            del self.engine.llm

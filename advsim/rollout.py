@@ -1,0 +1,180 @@
+"""Executor rollouts in the simulated web world, batched across episodes.
+
+All episodes advance in lockstep: at each turn every unfinished episode's prompt goes into one
+``engine.generate`` call (one batch, mixed adapters allowed), each completion is parsed and
+stepped in its own :class:`~advsim.envs.web_forms.WebFormsEnv`. Training later uses the token
+ids and log-probs the engine sampled (never re-tokenised text).
+
+An :class:`EpisodeSpec` may carry an injection α and a *replay prefix*: the actions of a clean
+control trajectory, replayed verbatim up to transition d before the executor continues under
+attack — the success-flip protocol of AdvSim2Real (Eq. 5).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable, Sequence
+
+from advsim.envs.web_forms import WebFormsEnv
+from forms_bench.actions import ActionParseError, parse_action
+from forms_bench.injection import Injection
+from forms_bench.schema import Task
+
+PromptFn = Callable[[str, str, Sequence[str], str], list[int]]
+"""(goal, page, previous actions, last error) -> prompt token ids."""
+
+
+@dataclass
+class EpisodeSpec:
+    """One episode to run.
+
+    Attributes:
+        task: the task.
+        injection: α to render at transition ``injection.transition`` (None = clean).
+        prefix: actions replayed before the executor acts (a control's first d actions).
+    """
+
+    task: Task
+    injection: Injection | None = None
+    prefix: Sequence[str] = ()
+
+
+@dataclass
+class Turn:
+    """One executor decision: the prompt, the sampled completion and what it did."""
+
+    prompt_ids: list[int]
+    token_ids: list[int]
+    logprobs: list[float]
+    adapter: str | None
+    text: str
+    action: str | None
+    error: str
+
+
+@dataclass
+class Episode:
+    """A finished episode.
+
+    Attributes:
+        spec: what was run.
+        turns: the executor's own decisions (replayed prefix actions are not turns).
+        actions: every action text in order (prefix first), as the executor wrote it.
+        success: the judge's verdict j; reasons: its reasons.
+        rendered: the injection was rendered and passed the render gate (False when clean).
+        took_target: an action equal to the declared target ζ was taken after the injection.
+        replayable: the prefix could be replayed (the control had not ended before d).
+    """
+
+    spec: EpisodeSpec
+    turns: list[Turn] = field(default_factory=list)
+    actions: list[str] = field(default_factory=list)
+    success: bool = False
+    reasons: list[str] = field(default_factory=list)
+    rendered: bool = False
+    took_target: bool = False
+    replayable: bool = True
+
+    @property
+    def parse_rate(self) -> float:
+        """Share of the executor's turns whose output parsed as an action."""
+        if not self.turns:
+            return 1.0
+        return sum(t.action is not None for t in self.turns) / len(self.turns)
+
+    def to_row(self) -> dict:
+        """A JSON-able summary (trajectories.jsonl)."""
+        inj = self.spec.injection
+        return {"task_id": self.spec.task.id, "stratum": self.spec.task.stratum, "actions": self.actions,
+                "success": self.success, "reasons": self.reasons, "prefix": len(self.spec.prefix),
+                "injection": inj.model_dump() if inj else None, "rendered": self.rendered,
+                "took_target": self.took_target, "parse_rate": self.parse_rate,
+                "outputs": [t.text for t in self.turns]}
+
+
+def request_seed(seed: int, episode: int, turn: int) -> int:
+    """Per-request sampling seed, a deterministic function of (run seed, episode, turn)."""
+    return (seed * 1_000_003 + episode * 10_007 + turn * 101) % (2**31 - 1)
+
+
+def run_episodes(engine, prompt_fn: PromptFn, specs: Sequence[EpisodeSpec], adapter: str | None, *,
+                 seed: int, max_steps: int = 12, max_new_tokens: int = 48, temperature: float = 1.0,
+                 top_p: float = 1.0, judge=None, progress: Callable[[int], None] | None = None) -> list[Episode]:
+    """Run every spec to the end; returns episodes in spec order.
+
+    Args:
+        engine: a :class:`policies.engines.Engine`.
+        prompt_fn: builds the executor prompt's token ids.
+        specs: episodes to run.
+        adapter: executor adapter version (``"executor@2"``) or None for the backbone.
+        seed: run seed (per-request seeds derive from it).
+        max_steps, max_new_tokens, temperature, top_p: episode and sampling limits.
+        judge: ``(task, record) -> Verdict`` (default: the strict check).
+        progress: called with the number of turns generated in each batch.
+    """
+    from policies.engines import GenerationRequest
+
+    envs, obs, episodes, active = [], [], [], []
+    for i, spec in enumerate(specs):
+        env = WebFormsEnv(tasks=[spec.task], judge=judge, max_steps=max_steps)
+        ep = Episode(spec)
+        o, info = env.reset(seed=seed, options={"task": spec.task, "injection": spec.injection})
+        done = False
+        for a in spec.prefix:  # replay the control up to transition d
+            o, _, term, trunc, info = env.step(a)
+            ep.actions.append(a)
+            if term or trunc:
+                done = True
+                break
+        if spec.injection is not None:
+            ep.replayable = not done and len(spec.prefix) == spec.injection.transition
+            ep.rendered = bool(info.get("injected")) and ep.replayable
+        if done:
+            ep.success = bool(info.get("success"))
+            ep.reasons = list(info.get("reasons", []))
+        else:
+            active.append(i)
+        envs.append(env)
+        obs.append(o)
+        episodes.append(ep)
+
+    turn = 0
+    while active:
+        requests = []
+        for i in active:
+            o = obs[i]
+            ids = prompt_fn(o["goal"], o["page"], episodes[i].actions, o["last_action_error"])
+            requests.append(GenerationRequest(prompt_ids=tuple(ids), adapter=adapter, max_new_tokens=max_new_tokens,
+                                              temperature=temperature, top_p=top_p,
+                                              seed=request_seed(seed, i, turn), tag=i))
+        gens = engine.generate(requests)
+        if progress:
+            progress(len(gens))
+        still = []
+        for i, g in zip(active, gens):
+            ep, env = episodes[i], envs[i]
+            try:
+                action = parse_action(g.text).to_text()
+            except ActionParseError:
+                action = None
+            ep.turns.append(Turn(list(g.request.prompt_ids), list(g.token_ids), list(g.logprobs),
+                                 None if g.adapter is None else str(g.adapter), g.text, action, ""))
+            o, _, term, trunc, info = env.step(g.text)
+            ep.turns[-1].error = info["action_error"]
+            ep.actions.append(action if action is not None else g.text)
+            if spec_target := (ep.spec.injection.target_action if ep.spec.injection else None):
+                if action == spec_target and info.get("injected"):
+                    ep.took_target = True
+            if ep.spec.injection is not None and info.get("injected"):
+                ep.rendered = ep.replayable
+            obs[i] = o
+            if term or trunc:
+                ep.success = bool(info["success"])
+                ep.reasons = list(info["reasons"])
+            else:
+                still.append(i)
+        active = still
+        turn += 1
+    for env in envs:
+        env.close()
+    return episodes

@@ -1,0 +1,123 @@
+"""``advsim train``: warm start, stage 1, stage 2 — resumable, one phase per checkpoint.
+
+Phases run in order and each ends with a complete checkpoint (adapters versions, optimizer
+states, attack history) named as in AdvSim2Real: ``warmstart``, ``capability-iter-t`` (stage
+1), ``robust-iter-t`` and ``adv-v-t`` (stage 2). A run killed at any point and started again
+with ``resume=True`` rolls its logs back to the last complete checkpoint and repeats the
+interrupted phase from its start with the same seeds.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+
+from advsim.coevolution import RoleIO, stage1_iteration, stage2_iteration
+from advsim.config import TrainConfig
+from advsim.run import RunDir
+
+
+class RunExistsError(RuntimeError):
+    """The run directory already holds checkpoints and ``resume`` was not requested."""
+
+
+def phases(cfg: TrainConfig) -> list[str]:
+    """Names of the checkpoints a config produces, in order."""
+    out = ["warmstart"] if cfg.warmstart.enabled else []
+    if 1 in cfg.stages:
+        out += [f"capability-iter-{t}" for t in range(1, cfg.stage1.iterations + 1)]
+    if 2 in cfg.stages:
+        out += [f"robust-iter-{t}" for t in range(1, cfg.stage2.iterations + 1)]
+    return out
+
+
+def role_io(tokenizer) -> RoleIO:
+    """The roles' prompts and parsers from :mod:`policies.roles`, bound to a tokenizer."""
+    from policies import roles
+
+    return roles.role_io(tokenizer)
+
+
+def build_learner(cfg: TrainConfig, run: RunDir):
+    from advsim.learner import Learner
+
+    return Learner(cfg, run.path / "adapters")
+
+
+def _warmstart(learner, io: RoleIO, cfg: TrainConfig, console: Console) -> dict[str, Any]:
+    from advsim.warmstart import adversary_examples, curriculum_examples, executor_examples
+
+    w = cfg.warmstart
+    tok = learner.tokenizer
+    out = {}
+    for role, examples in (("executor", executor_examples(io, tok, w.executor_tasks, w.seed)),
+                           ("curriculum", curriculum_examples(io, tok, w.curriculum_examples, w.seed)),
+                           ("adversary", adversary_examples(io, tok, w.adversary_examples, w.seed))):
+        t0 = time.perf_counter()
+        stats = learner.sft(role, examples, w.epochs, w.learning_rate, seed=w.seed)
+        stats.update(examples=len(examples), seconds=time.perf_counter() - t0)
+        console.log(f"warm start {role}: {len(examples)} examples, loss {stats['loss_first']:.3f} -> "
+                    f"{stats['loss_last']:.3f} ({stats['seconds']:.0f} s)")
+        out[role] = stats
+    return out
+
+
+def train(cfg: TrainConfig, run_dir: str | Path, resume: bool = False, console: Console | None = None,
+          learner=None, io: RoleIO | None = None, stop_after: str | None = None) -> RunDir:
+    """Run (or resume) every phase of ``cfg`` in ``run_dir``.
+
+    Args:
+        cfg: validated config.
+        run_dir: the run directory.
+        resume: continue from the last complete checkpoint (required if one exists).
+        learner, io: injected for tests (default: built from ``cfg``).
+        stop_after: stop once this phase's checkpoint is complete (tests of resume).
+
+    Raises:
+        RunExistsError: checkpoints exist and ``resume`` is False.
+    """
+    console = console or Console()
+    run = RunDir(run_dir)
+    latest = run.latest()
+    if latest and not resume:
+        raise RunExistsError(f"{run.path} already has checkpoint {latest[0]!r}; pass --resume to continue it")
+    run.rollback_logs()
+    run.write_config(cfg)
+    learner = learner or build_learner(cfg, run)
+    io = io or role_io(learner.tokenizer)
+    history: list[dict] = []
+    done = set(run.completed())
+    if latest:
+        name, state = latest
+        learner.restore(state["versions"], run.checkpoint_dir(name) / "optimizer.pt")
+        history = list(state.get("history", []))
+        console.log(f"resuming {run.path} after checkpoint {name!r}")
+    for phase in phases(cfg):
+        if phase in done:
+            continue
+        t0 = time.perf_counter()
+        if phase == "warmstart":
+            stats = _warmstart(learner, io, cfg, console)
+            run.log("events.jsonl", [{"phase": phase, "warmstart": stats}])
+        elif phase.startswith("capability-iter-"):
+            t = int(phase.rsplit("-", 1)[1])
+            row = stage1_iteration(learner, io, run, t)
+            console.log(f"{phase}: executor success {row['executor_success']}, parse rate {row['parse_rate']}, "
+                        f"diff max {row['executor'].get('diff', {}).get('max')}")
+        else:
+            t = int(phase.rsplit("-", 1)[1])
+            row = stage2_iteration(learner, io, run, t, history)
+            console.log(f"{phase}: flip rate {row['flip_rate']:.2f}, attacked success "
+                        f"{row['executor_attacked_success']}, diff max {row['executor'].get('diff', {}).get('max')}")
+        state = {"versions": dict(learner.versions), "history": history, "seconds": time.perf_counter() - t0}
+        names = [phase] + ([f"adv-v-{phase.rsplit('-', 1)[1]}"] if phase.startswith("robust-iter-") else [])
+        for name in names:
+            learner.save_optimizers(run.checkpoint_dir(name) / "optimizer.pt")
+            run.commit_checkpoint(name, state)
+        console.log(f"checkpoint {' + '.join(names)} ({state['seconds']:.0f} s)")
+        if stop_after == phase:
+            break
+    return run
