@@ -321,7 +321,9 @@ def validate_case(raw: dict, tools: dict[str, ToolDecl], entity_types: dict[str,
         case = Case.model_validate(raw)
     except ValidationError as exc:
         err = exc.errors()[0]
-        raise SuiteValidationError(f"case {cid}: {_loc(err['loc']) or '<root>'}: {err['msg']}") from None
+        msg = err["msg"].removeprefix("Value error, ")
+        loc = _loc(err["loc"])
+        raise SuiteValidationError(f"case {cid}: {loc}: {msg}" if loc else f"case {cid}: {msg}") from None
     for i, t in enumerate(case.tools):
         if t not in tools:
             raise SuiteValidationError(f"case {cid}: tools[{i}]: unknown tool '{t}'")
@@ -358,12 +360,19 @@ def load_suite_dict(data: dict) -> Suite:
     for key in ("version", "seed", "tools", "entity_types", "cases"):
         if key not in data:
             raise SuiteValidationError(f"suite: missing top-level field '{key}'")
-    try:
-        tools = {k: ToolDecl.model_validate(v) for k, v in data["tools"].items()}
-        etypes = {k: EntityTypeDecl.model_validate(v) for k, v in data["entity_types"].items()}
-    except ValidationError as exc:
-        err = exc.errors()[0]
-        raise SuiteValidationError(f"suite declarations: {_loc(err['loc'])}: {err['msg']}") from None
+    tools: dict[str, ToolDecl] = {}
+    etypes: dict[str, EntityTypeDecl] = {}
+    for table, model, out in (("tools", ToolDecl, tools), ("entity_types", EntityTypeDecl, etypes)):
+        for k, v in data[table].items():
+            try:
+                out[k] = model.model_validate(v)
+            except ValidationError as exc:
+                err = exc.errors()[0]
+                loc = _loc(err["loc"])
+                raise SuiteValidationError(f"{table}.{k}{'.' + loc if loc else ''}: "
+                                           f"{err['msg'].removeprefix('Value error, ')}") from None
+            if out[k].name != k:
+                raise SuiteValidationError(f"{table}.{k}.name: must equal the key, got '{out[k].name}'")
     seen: set[str] = set()
     cases = []
     for raw in data["cases"]:

@@ -59,7 +59,9 @@ def values_equal(expected: Any, given: Any, ptype: str) -> bool:
         return a is not None and b is not None and a == b
     if ptype == "boolean":
         return isinstance(given, bool) and given == expected
-    return isinstance(given, str) and given.strip() == str(expected)
+    if isinstance(given, bool) or not isinstance(given, (str, int)):
+        return False
+    return str(given).strip() == str(expected)
 
 
 @dataclass
@@ -201,7 +203,7 @@ class ToolWorld:
         where = f"{decl.name}(...)"
         if decl.mode == "final":
             self.done = True
-            rec.result = {"status": "episode finished"}
+            rec.result = {"outcome": "episode finished"}
             return
         if decl.mode == "decide":
             verdict = args.get("verdict", "")
@@ -211,7 +213,7 @@ class ToolWorld:
                 return
             rec.kwargs["verdict"] = match
             self.done = True
-            rec.result = {"status": "decision recorded", "verdict": match}
+            rec.result = {"outcome": "decision recorded", "verdict": match}
             return
         etype = decl.entity_type
         table = self.db.get(etype, {})
@@ -241,7 +243,7 @@ class ToolWorld:
             entity[fld] = value
             self.ledger.change(rec.step, call.text, etype, key, fld)
         rec.executed = True
-        result: dict[str, Any] = {"status": "submitted" if decl.confirm else "completed", decl.id_param: key}
+        result: dict[str, Any] = {"outcome": "submitted" if decl.confirm else "completed", decl.id_param: key}
         if decl.output is not None:
             out = decl.output
             new_id = self._new_id(out.prefix, out.entity_type, f"{decl.name}|{key}|{rec.step}")
