@@ -17,6 +17,7 @@ from rich.console import Console
 from rich.table import Table
 
 from worlds.ledger.evaluator import aggregate
+from worlds.ledger.generate import SHORT
 from worlds.ledger.schema import DOMAINS, PROTOCOLS
 from worlds.ledger.suite import AGENTS, load_suite, run_plan
 
@@ -56,24 +57,28 @@ def print_tables(payload: dict, console: Optional[Console] = None) -> None:
         t = Table(title=title, title_justify="left")
         t.add_column("metric", no_wrap=True)
         for n in names:
-            t.add_column(n, justify="right", no_wrap=True)
+            t.add_column(n.replace("-then-", "-then- "), justify="right", min_width=16)
         for label, cells in rows:
             t.add_row(label, *cells)
         return t
 
     ecs_rows = [(f"ECS {p}", [_pct(agents[n]["ECS"]["by_protocol"][p]) for n in names]) for p in PROTOCOLS]
     ecs_rows.append(("ECS overall", [_pct(agents[n]["ECS"]["overall"]) for n in names]))
-    ecs_rows.append(("P-M (protocol macro)", [_pct(agents[n]["P-M"]) for n in names]))
-    ecs_rows.append(("D-M (domain macro)", [_pct(agents[n]["D-M"]) for n in names]))
-    ecs_rows += [(f"ECS {d}", [_pct(agents[n]["ECS"]["by_domain"][d]) for n in names]) for d in DOMAINS]
+    ecs_rows.append(("P-M", [_pct(agents[n]["P-M"]) for n in names]))
+    ecs_rows.append(("D-M", [_pct(agents[n]["D-M"]) for n in names]))
+    ecs_rows += [(f"ECS {SHORT[d]}", [_pct(agents[n]["ECS"]["by_domain"][d]) for n in names]) for d in DOMAINS]
     console.print(table(f"Evidence ledger, {payload['suite']['cases']} cases, "
                         f"{payload['seconds']:.2f} s: ECS (SafeActBench)", ecs_rows))
     diag = [("BSR (V0)", [_pct(agents[n]["BSR"]) for n in names]),
-            ("PAR (V1, with attempt)", [_pct(agents[n]["PAR"]) for n in names]),
-            ("CAS (V1, after evidence)", [_pct(agents[n]["CAS"]) for n in names])]
+            ("PAR (V1)", [_pct(agents[n]["PAR"]) for n in names]),
+            ("CAS (V1)", [_pct(agents[n]["CAS"]) for n in names])]
     diag += [(f"Gap {p}", [_pct(agents[n]["Gap"][p]) for n in names]) for p in PROTOCOLS[1:]]
     diag += [(f"Part. {p}", [_pct(agents[n]["Part."][p]) for n in names]) for p in PROTOCOLS[1:]]
     console.print(table("Diagnostics (SafeActBench), % (num/den)", diag))
+    console.print("P-M / D-M: macro means of ECS over protocols / domains. BSR: V0 ended without action, "
+                  "investigation incomplete. PAR: V1 first attempt before investigation complete / V1 with an "
+                  "attempt. CAS: ECS among V1 first attempts after investigation. Gap: >=1 action checkpoint "
+                  "with a MISSING/STALE requirement. Part.: >=1 executed action, workflow failed.")
 
 
 def run(agents: Optional[list[str]] = None) -> dict:

@@ -51,7 +51,8 @@ class EpisodeResult:
         attempted: ≥ 1 consequential attempt. first_attempt_step: its step or None.
         investigation_before_first_attempt: the required investigation was complete before the
             first attempt (None without an attempt).
-        investigation_complete: complete by the end of the episode.
+        investigation_complete: every required fact was observed (for the right entity) by the end
+            of the episode, even if the agent's own later action made it stale (BSR's "complete").
         gap: ≥ 1 action checkpoint with an unmet (MISSING or STALE) requirement.
         executed: ≥ 1 consequential action executed.
         steps: number of steps.
@@ -157,7 +158,7 @@ def evaluate(case: Case, log: Sequence[StepRecord], tools: dict[str, ToolDecl], 
     res.executed = any(r.executed for r in attempts)
     inv = case.spec.investigation
     res.investigation_complete = all(
-        ledger.support(q.entity_type, q.entity_id, q.field, end_step).state == "ok" for q in inv)
+        ledger.support(q.entity_type, q.entity_id, q.field, end_step).state != "missing" for q in inv)
     if attempts:
         first = attempts[0].step
         res.first_attempt_step = first
