@@ -25,13 +25,13 @@ Source: AdvSim2Real (the frozen judge J; the paper concedes J can accept wrong c
 from __future__ import annotations
 
 import math
-from decimal import Decimal, InvalidOperation
 from typing import Any, Callable, Sequence
 
 from rich.console import Console
 from rich.table import Table
 
 import forms_bench
+from advsim.attacks import wrong_value_action
 from forms_bench.actions import Action, ActionParseError, parse_action
 from forms_bench.oracle import solve
 from forms_bench.schema import STRATA, Task
@@ -97,21 +97,6 @@ def play(task: Task, actions: Sequence[Action | str], world: SimWebWorld | None 
                       task_id=task.id, record=w.record())
 
 
-def _wrong_value(task: Task, key: str) -> Action:
-    f = task.page.field(key)
-    want = task.spec.targets[key]
-    if f.kind == "checkbox":
-        return Action("uncheck" if want else "check", (f.bid,))
-    if f.kind in ("select", "radio"):
-        other = next(o for o in f.options[f.options.index(want) + 1:] + f.options if o != want)
-        return Action("select_option", (f.bid, other))
-    try:
-        wrong = str(Decimal(want.strip()) + 1) if want.strip() else "x"
-    except InvalidOperation:
-        wrong = want + "x"
-    return Action("fill", (f.bid, wrong))
-
-
 def perturb(task: Task, kind: str) -> list[Action]:
     """The oracle's actions for ``task`` changed by ``kind`` (one of :data:`KINDS`)."""
     acts = solve(task)
@@ -126,7 +111,7 @@ def perturb(task: Task, kind: str) -> list[Action]:
         return acts[:at_final] + acts[at_final + 1:]
     if kind == "wrong_value":
         key = next(f.key for f in task.page.fields() if f.key in task.spec.targets)
-        wrong = _wrong_value(task, key)
+        wrong = wrong_value_action(task, key)
         bid = task.page.field(key).bid
         idx = next((i for i, a in enumerate(acts) if a.bid == bid), None)
         if idx is None:
