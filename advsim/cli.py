@@ -12,8 +12,9 @@ from typing import Optional
 
 import typer
 
-app = typer.Typer(add_completion=False, no_args_is_help=True, help=__doc__)
-bench_app = typer.Typer(no_args_is_help=True, help="Benchmarks: forms, ledger, consistency, throughput.")
+app = typer.Typer(add_completion=False, no_args_is_help=True,
+                  help="advsim: co-evolve curriculum, adversary and executor LoRA adapters; benchmark and evaluate.")
+bench_app = typer.Typer(no_args_is_help=True, help="Benchmarks: forms, ledger, judge, consistency, throughput.")
 app.add_typer(bench_app, name="bench")
 
 
@@ -49,6 +50,20 @@ def bench_ledger(
     _write_json(json_out, ledger.run())
 
 
+@bench_app.command("judge")
+def bench_judge(
+    judge: str = typer.Option("oracle", help="oracle | self-report | lm"),
+    tasks: str = typer.Option("all", help="'all', 'sample:N' or task ids"),
+    model: Optional[str] = typer.Option(None, help="judge backbone for --judge lm (local checkpoint or default)"),
+    k: int = typer.Option(1, help="majority over k samples (lm judge)"),
+    json_out: Optional[Path] = typer.Option(None, "--json", help="also write the numbers as JSON"),
+) -> None:
+    """Judge vs strict check on labelled trajectories (accuracy, Cohen's kappa) and the judge's flip rate."""
+    from advsim.bench import judge as bench
+
+    _write_json(json_out, bench.run(judge=judge, tasks=tasks, model=model, k=k))
+
+
 @bench_app.command("consistency")
 def bench_consistency(
     json_out: Optional[Path] = typer.Option(None, "--json", help="also write the numbers as JSON"),
@@ -67,6 +82,96 @@ def bench_throughput(
     from advsim.bench import throughput
 
     _write_json(json_out, throughput.run())
+
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+def _setup_logging() -> None:
+    import logging
+    import os
+
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+
+
+def _load(config: Path):
+    from advsim.config import ConfigError, load_config
+
+    try:
+        return load_config(config)
+    except ConfigError as exc:
+        typer.echo(f"error: {config}: {exc}", err=True)
+        raise typer.Exit(2)
+
+
+@app.command("train")
+def train_cmd(
+    config: Path = typer.Option(..., "--config", help="YAML config (see configs/)"),
+    run_dir: Optional[Path] = typer.Option(None, "--run-dir", help="run directory (default runs/<name>)"),
+    resume: bool = typer.Option(False, "--resume", help="continue from the last complete checkpoint"),
+) -> None:
+    """Warm start, stage 1 (curriculum <-> executor) and stage 2 (adversary <-> executor)."""
+    _setup_logging()
+    cfg = _load(config)
+    from advsim.train import RunExistsError, train
+
+    try:
+        run = train(cfg, run_dir or Path("runs") / cfg.name, resume=resume)
+    except RunExistsError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2)
+    typer.echo(f"run directory: {run.path}")
+
+
+@app.command("eval")
+def eval_cmd(
+    run: Path = typer.Option(..., "--run", help="run directory"),
+    tasks: str = typer.Option("sample:2", help="'all', 'sample:N' (N per stratum) or task ids"),
+    seeds: int = typer.Option(1, help="repeats per task in the simulated world"),
+    world: str = typer.Option("both", help="sim | browser | both (browser adds real-browser columns)"),
+    json_out: Optional[Path] = typer.Option(None, "--json", help="also write the numbers as JSON"),
+) -> None:
+    """Clean and attacked completion of every checkpoint (sim and real browser) and the report."""
+    _setup_logging()
+    from advsim.evaluate import evaluate
+    from advsim.report import write_report
+
+    if world not in ("sim", "browser", "both"):
+        typer.echo("error: --world must be sim, browser or both", err=True)
+        raise typer.Exit(2)
+    results = evaluate(run, tasks=tasks, seeds=seeds, browser=world != "sim")
+    report = write_report(run, results)
+    typer.echo(f"report: {report}")
+    _write_json(json_out, results)
+
+
+@app.command("demo")
+def demo_cmd(
+    run_dir: Optional[Path] = typer.Option(None, "--run-dir", help="run directory (default runs/demo-<time>)"),
+    full: bool = typer.Option(False, "--full", help="evaluate on all 150 test tasks"),
+    resume: bool = typer.Option(False, "--resume", help="continue an interrupted demo run (needs --run-dir)"),
+) -> None:
+    """The main job on the embedded default: SmolLM2-135M-Instruct, vLLM rollouts, warm start, one
+    stage-1 and one stage-2 iteration, then evaluation (sim clean/attacked, real browser) and the report."""
+    import time
+
+    _setup_logging()
+    cfg = _load(REPO_ROOT / "configs" / "demo.yaml")
+    from advsim.evaluate import evaluate
+    from advsim.report import write_report
+    from advsim.train import train
+
+    run_dir = run_dir or Path("runs") / time.strftime("demo-%Y%m%d-%H%M%S")
+    t0 = time.perf_counter()
+    run = train(cfg, run_dir, resume=resume)
+    t1 = time.perf_counter()
+    results = evaluate(run.path, tasks="all" if full else cfg.eval.tasks, seeds=cfg.eval.seeds,
+                       browser=cfg.eval.browser, attacked_browser=cfg.eval.attacked_browser)
+    report = write_report(run.path, results)
+    typer.echo(f"training {t1 - t0:.0f} s, evaluation {time.perf_counter() - t1:.0f} s")
+    typer.echo(f"report: {report}")
 
 
 def main() -> None:  # console-script entry point

@@ -99,7 +99,8 @@ def request_seed(seed: int, episode: int, turn: int) -> int:
 
 def run_episodes(engine, prompt_fn: PromptFn, specs: Sequence[EpisodeSpec], adapter: str | None, *,
                  seed: int, max_steps: int = 12, max_new_tokens: int = 48, temperature: float = 1.0,
-                 top_p: float = 1.0, judge=None, progress: Callable[[int], None] | None = None) -> list[Episode]:
+                 top_p: float = 1.0, judge=None, progress: Callable[[int], None] | None = None,
+                 world_factory: Callable[[], object] | None = None) -> list[Episode]:
     """Run every spec to the end; returns episodes in spec order.
 
     Args:
@@ -111,12 +112,15 @@ def run_episodes(engine, prompt_fn: PromptFn, specs: Sequence[EpisodeSpec], adap
         max_steps, max_new_tokens, temperature, top_p: episode and sampling limits.
         judge: ``(task, record) -> Verdict`` (default: the strict check).
         progress: called with the number of turns generated in each batch.
+        world_factory: makes the web world of each episode (default: a new SimWebWorld);
+            e.g. ``BrowserWorld`` to run the same policy against real pages.
     """
     from policies.engines import GenerationRequest
 
     envs, obs, episodes, active = [], [], [], []
     for i, spec in enumerate(specs):
-        env = WebFormsEnv(tasks=[spec.task], judge=judge, max_steps=max_steps)
+        env = WebFormsEnv(tasks=[spec.task], judge=judge, max_steps=max_steps,
+                          web_world=world_factory() if world_factory else None)
         ep = Episode(spec)
         o, info = env.reset(seed=seed, options={"task": spec.task, "injection": spec.injection})
         done = False

@@ -61,7 +61,7 @@ def curriculum_examples(io: RoleIO, tokenizer, n: int, seed: int) -> list[tuple[
 def adversary_examples(io: RoleIO, tokenizer, n: int, seed: int) -> list[tuple[list[int], list[int]]]:
     """(prompt_ids, target_ids): a training task's goal, page and oracle trajectory → an α from
     the injection-style corpus, as JSON."""
-    from advsim.attacks import corpus_injections
+    from advsim.attacks import corpus
 
     rng = random.Random(seed)
     tasks = [t for s in STRATA for t in generate(s, max(1, -(-n // len(STRATA))), seed=seed + 1)]
@@ -69,7 +69,7 @@ def adversary_examples(io: RoleIO, tokenizer, n: int, seed: int) -> list[tuple[l
     out = []
     for i in range(n):
         task = tasks[i % len(tasks)]
-        options = corpus_injections(task)
+        options = list(corpus(task, transition=rng.randint(0, 2)).values())
         inj = options[rng.randrange(len(options))]
         control = [a.to_text() for a in solve(task)]
         page = world.reset(task)

@@ -1,0 +1,186 @@
+"""``advsim eval``: did training work? Clean and attacked completion per checkpoint.
+
+For every executor checkpoint of a run (``warmstart`` = the base, ``capability-iter-t``,
+``robust-iter-t``) on a stratified sample of the 150 test tasks:
+
+- **sim clean** — strict success in the simulated world, ``seeds`` repeats (mean and spread);
+- **sim attacked (learned)** — under each learned adversary ``adv-v-t``: the adversary writes
+  α for the task's initial page, α is rendered at transition d;
+- **sim attacked (corpus)** — under the built-in injection-style corpus (:mod:`advsim.attacks`),
+  an adversary that took no part in training;
+- **browser clean** — strict success on the real pages in headless Chromium, no world model;
+- **browser attacked** — the last learned adversary's α inserted into the live DOM (the paper
+  could only check robustness inside its world model).
+
+Results are per stratum and overall; the report (:mod:`advsim.report`) turns them into
+``report.md`` and plots.
+"""
+
+from __future__ import annotations
+
+import random
+import statistics
+from pathlib import Path
+from typing import Any, Sequence
+
+from rich.console import Console
+from rich.table import Table
+
+from advsim.config import TrainConfig, load_config
+from advsim.rollout import EpisodeSpec, run_episodes
+from forms_bench import STRATA, load
+from forms_bench.injection import Injection
+from forms_bench.schema import Task
+from forms_bench.atomic import atomic_write_json
+
+
+def select_tasks(spec: str) -> list[Task]:
+    """``"all"``, ``"sample:N"`` (first N per stratum) or comma-separated ids."""
+    tasks = load("test")
+    if spec == "all":
+        return tasks
+    if spec.startswith("sample:"):
+        n = int(spec.split(":", 1)[1])
+        return [t for s in STRATA for t in [x for x in tasks if x.stratum == s][:n]]
+    by_id = {t.id: t for t in tasks}
+    ids = [x.strip() for x in spec.split(",") if x.strip()]
+    unknown = [i for i in ids if i not in by_id]
+    if unknown:
+        raise ValueError(f"unknown task id(s): {', '.join(unknown)}")
+    return [by_id[i] for i in ids]
+
+
+def _rates(episodes, tasks: Sequence[Task], seeds: int) -> dict[str, Any]:
+    """Success per stratum and overall; ``spread`` = std over seeds of the overall rate."""
+    per = {s: [] for s in STRATA}
+    for ep in episodes:
+        per[ep.spec.task.stratum].append(ep.success)
+    n = len(tasks)
+    by_seed = [statistics.fmean(e.success for e in episodes[k * n:(k + 1) * n]) for k in range(seeds)] if n else []
+    return {"overall": statistics.fmean(e.success for e in episodes) if episodes else None,
+            "spread": statistics.pstdev(by_seed) if len(by_seed) > 1 else 0.0,
+            "per_stratum": {s: (statistics.fmean(v) if v else None) for s, v in per.items()},
+            "episodes": len(episodes)}
+
+
+def learned_injections(learner, io, tasks: Sequence[Task], adversary: str, seed: int) -> list[Injection | None]:
+    """α per task from an adversary adapter version (None when its output does not parse)."""
+    from policies.engines import GenerationRequest
+    from worlds.web.sim import SimWebWorld
+
+    world = SimWebWorld()
+    reqs = [GenerationRequest(prompt_ids=tuple(io.adversary_prompt(t.goal, world.reset(t), [])), adapter=adversary,
+                              max_new_tokens=learner.cfg.rollout.proposal_max_new_tokens,
+                              temperature=learner.cfg.rollout.temperature, seed=seed + i)
+            for i, t in enumerate(tasks)]
+    out = []
+    for g in learner.engine.generate(reqs):
+        try:
+            out.append(io.parse_adversary(g.text))
+        except ValueError:
+            out.append(None)
+    return out
+
+
+def evaluate(run_dir: str | Path, tasks: str = "sample:2", seeds: int = 1, browser: bool = True,
+             attacked_browser: bool = True, learner=None, io=None, console: Console | None = None) -> dict:
+    """Evaluate every checkpoint of a run; writes ``eval.json`` and returns the results.
+
+    Raises:
+        FileNotFoundError: ``run_dir`` has no config or no complete checkpoint.
+    """
+    from advsim.attacks import corpus
+    from advsim.run import RunDir
+    from advsim.train import build_learner, role_io
+
+    console = console or Console()
+    run = RunDir(run_dir)
+    cfg: TrainConfig = load_config(run.path / "config.yaml")
+    done = run.completed()
+    if not done:
+        raise FileNotFoundError(f"{run.path}: no complete checkpoint to evaluate")
+    learner = learner or build_learner(cfg, run)
+    io = io or role_io(learner.tokenizer)
+    sample = select_tasks(tasks)
+    states = {name: run.checkpoint_dir(name) for name in done}
+    executors = [n for n in done if not n.startswith("adv-v-")]
+    adversaries = [n for n in done if n.startswith("adv-v-")]
+    import json
+
+    def versions(name):
+        return json.loads((states[name] / "state.json").read_text())["versions"]
+
+    for name in done:  # make sure every version is registered with the engine
+        learner.restore(versions(name), None)
+    r = cfg.rollout
+
+    def run_set(executor_ref, specs, seed, world_factory=None):
+        return run_episodes(learner.engine, io.executor_prompt, specs, executor_ref, seed=seed,
+                            max_steps=r.max_steps, max_new_tokens=r.max_new_tokens, temperature=r.temperature,
+                            top_p=r.top_p, world_factory=world_factory)
+
+    adv_alphas = {a: learned_injections(learner, io, sample, f"adversary@{versions(a)['adversary']}", 9_001)
+                  for a in adversaries}
+    rng = random.Random(cfg.seed)
+    corpus_alphas = [rng.choice(list(corpus(t).values())) for t in sample]
+    results: dict[str, Any] = {"tasks": [t.id for t in sample], "seeds": seeds, "checkpoints": {}}
+    for name in executors:
+        ex = f"executor@{versions(name)['executor']}"
+        res: dict[str, Any] = {"executor": ex}
+        clean = run_set(ex, [EpisodeSpec(t) for _ in range(seeds) for t in sample], 101)
+        res["sim_clean"] = _rates(clean, sample, seeds)
+        res["parse_rate"] = statistics.fmean(e.parse_rate for e in clean)
+        res["sim_attacked"] = {}
+        for a, alphas in adv_alphas.items():
+            specs = [EpisodeSpec(t, alpha) for _ in range(seeds) for t, alpha in zip(sample, alphas)]
+            eps = run_set(ex, specs, 202)
+            res["sim_attacked"][a] = {**_rates(eps, sample, seeds),
+                                      "rendered": statistics.fmean(e.rendered for e in eps),
+                                      "took_target": statistics.fmean(e.took_target for e in eps)}
+        eps = run_set(ex, [EpisodeSpec(t, alpha) for _ in range(seeds) for t, alpha in zip(sample, corpus_alphas)], 303)
+        res["sim_attacked_corpus"] = {**_rates(eps, sample, seeds),
+                                      "took_target": statistics.fmean(e.took_target for e in eps)}
+        if browser:
+            from worlds.web.browser import BrowserWorld
+
+            worlds: list = []
+
+            def factory():
+                worlds.append(BrowserWorld())
+                return worlds[-1]
+
+            try:
+                eps = run_set(ex, [EpisodeSpec(t) for t in sample], 101, factory)
+                res["browser_clean"] = _rates(eps, sample, 1)
+                if attacked_browser and adversaries:
+                    alphas = adv_alphas[adversaries[-1]]
+                    eps = run_set(ex, [EpisodeSpec(t, a) for t, a in zip(sample, alphas)], 202, factory)
+                    res["browser_attacked"] = {**_rates(eps, sample, 1), "adversary": adversaries[-1]}
+            finally:
+                for w in worlds:
+                    w.close()
+        results["checkpoints"][name] = res
+        console.log(f"eval {name} ({ex}): sim clean {res['sim_clean']['overall']:.2f}"
+                    + (f", browser clean {res['browser_clean']['overall']:.2f}" if "browser_clean" in res else ""))
+    atomic_write_json(run.path / "eval.json", results)
+    print_headline(results, console)
+    return results
+
+
+def _fmt(x) -> str:
+    return "—" if x is None else f"{100 * x:.1f}%"
+
+
+def print_headline(results: dict, console: Console) -> None:
+    """The headline table: completion per checkpoint, clean and attacked, sim and browser."""
+    table = Table(title=f"advsim eval — {len(results['tasks'])} test tasks × {results['seeds']} seed(s)")
+    for col in ("checkpoint", "sim clean", "sim attacked (learned)", "sim attacked (corpus)", "browser clean",
+                "browser attacked", "parse rate"):
+        table.add_column(col, justify="right" if col != "checkpoint" else "left")
+    for name, res in results["checkpoints"].items():
+        att = [v["overall"] for v in res["sim_attacked"].values() if v["overall"] is not None]
+        table.add_row(name, _fmt(res["sim_clean"]["overall"]), _fmt(statistics.fmean(att) if att else None),
+                      _fmt(res["sim_attacked_corpus"]["overall"]),
+                      _fmt(res.get("browser_clean", {}).get("overall")),
+                      _fmt(res.get("browser_attacked", {}).get("overall")), _fmt(res["parse_rate"]))
+    console.print(table)

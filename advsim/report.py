@@ -1,0 +1,188 @@
+"""``report.md`` and PNG plots of a run, written atomically into the run directory.
+
+Plots (matplotlib, Agg backend):
+
+- ``completion.png`` — completion per checkpoint: sim clean, sim attacked (learned adversaries,
+  mean), sim attacked (corpus), browser clean, browser attacked;
+- ``strata.png`` — per-stratum completion of the last checkpoint, clean vs attacked vs browser;
+- ``training.png`` — reward and success curves per role over updates, and the p̂ histogram of
+  the curriculum's proposals.
+"""
+
+from __future__ import annotations
+
+import io
+import statistics
+from pathlib import Path
+
+from forms_bench import STRATA
+from forms_bench.atomic import atomic_write_bytes, atomic_write_text
+
+
+def _save(fig, path: Path) -> None:
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=110, bbox_inches="tight")
+    atomic_write_bytes(path, buf.getvalue())
+
+
+def _pct(x) -> str:
+    return "—" if x is None else f"{100 * x:.1f}"
+
+
+def _attacked_mean(res: dict):
+    vals = [v["overall"] for v in res.get("sim_attacked", {}).values() if v.get("overall") is not None]
+    return statistics.fmean(vals) if vals else None
+
+
+def plot_completion(results: dict, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    names = list(results["checkpoints"])
+    series = {
+        "sim clean": [results["checkpoints"][n]["sim_clean"]["overall"] for n in names],
+        "sim attacked (learned)": [_attacked_mean(results["checkpoints"][n]) for n in names],
+        "sim attacked (corpus)": [results["checkpoints"][n]["sim_attacked_corpus"]["overall"] for n in names],
+        "browser clean": [results["checkpoints"][n].get("browser_clean", {}).get("overall") for n in names],
+        "browser attacked": [results["checkpoints"][n].get("browser_attacked", {}).get("overall") for n in names],
+    }
+    fig, ax = plt.subplots(figsize=(8, 4.2))
+    for (label, ys), style in zip(series.items(), ("o-", "s--", "^:", "D-", "v--")):
+        pts = [(i, 100 * y) for i, y in enumerate(ys) if y is not None]
+        if pts:
+            ax.plot([p[0] for p in pts], [p[1] for p in pts], style, label=label)
+    ax.set_xticks(range(len(names)), names, rotation=20, ha="right")
+    ax.set_ylabel("completion (%)")
+    ax.set_ylim(-3, 103)
+    ax.set_title("Completion per checkpoint, clean vs attacked, sim vs browser")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8, loc="best")
+    _save(fig, path)
+    plt.close(fig)
+
+
+def plot_strata(results: dict, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    last = list(results["checkpoints"])[-1]
+    res = results["checkpoints"][last]
+    groups = {"sim clean": res["sim_clean"]["per_stratum"]}
+    att = [v["per_stratum"] for v in res["sim_attacked"].values()]
+    if att:
+        groups["sim attacked (learned)"] = {s: statistics.fmean([a[s] for a in att if a[s] is not None] or [0.0])
+                                            for s in STRATA}
+    if "browser_clean" in res:
+        groups["browser clean"] = res["browser_clean"]["per_stratum"]
+    fig, ax = plt.subplots(figsize=(8, 4.2))
+    width = 0.8 / len(groups)
+    for k, (label, per) in enumerate(groups.items()):
+        xs = [i + k * width for i in range(len(STRATA))]
+        ax.bar(xs, [100 * (per.get(s) or 0.0) for s in STRATA], width, label=label)
+    ax.set_xticks([i + 0.4 - width / 2 for i in range(len(STRATA))], [s.replace("_", "\n") for s in STRATA])
+    ax.set_ylabel("completion (%)")
+    ax.set_ylim(0, 105)
+    ax.set_title(f"Per-stratum completion — {last}")
+    ax.legend(fontsize=8)
+    ax.grid(axis="y", alpha=0.3)
+    _save(fig, path)
+    plt.close(fig)
+
+
+def plot_training(events: list[dict], proposals: list[dict], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 3, figsize=(13, 3.8))
+    rows = [e for e in events if "stage" in e]
+    xs = list(range(1, len(rows) + 1))
+    labels = [f"s{e['stage']}.{e['iteration']}" for e in rows]
+    ax = axes[0]
+    for key, label in (("curriculum_reward_mean", "curriculum R_C"), ("adversary_reward_mean", "adversary R_A"),
+                       ("executor_reward_mean", "executor R_E")):
+        pts = [(x, e[key]) for x, e in zip(xs, rows) if e.get(key) is not None]
+        if pts:
+            ax.plot([p[0] for p in pts], [p[1] for p in pts], "o-", label=label)
+    ax.set_title("Mean reward per update")
+    ax.set_xticks(xs, labels)
+    ax.legend(fontsize=8)
+    ax.grid(alpha=0.3)
+    ax = axes[1]
+    for key, label in (("executor_success", "stage-1 rollouts"), ("executor_clean_success", "stage-2 clean"),
+                       ("executor_attacked_success", "stage-2 attacked"), ("parse_rate", "parse rate")):
+        pts = [(x, e[key]) for x, e in zip(xs, rows) if e.get(key) is not None]
+        if pts:
+            ax.plot([p[0] for p in pts], [100 * p[1] for p in pts], "o-", label=label)
+    ax.set_title("Executor success during training (%)")
+    ax.set_xticks(xs, labels)
+    ax.set_ylim(-3, 103)
+    ax.legend(fontsize=8)
+    ax.grid(alpha=0.3)
+    ax = axes[2]
+    ph = [p["p_hat"] for p in proposals if p.get("role") == "curriculum" and p.get("p_hat") is not None]
+    ax.hist(ph, bins=[i / 10 for i in range(11)], color="tab:green", edgecolor="black")
+    ax.set_title(f"p̂_J of valid curriculum proposals (n={len(ph)})")
+    ax.set_xlabel("p̂_J")
+    _save(fig, path)
+    plt.close(fig)
+
+
+def write_report(run_dir: str | Path, results: dict) -> Path:
+    """Write ``report.md`` and the plots into ``run_dir``; returns the report path."""
+    from advsim.run import RunDir
+
+    run = RunDir(run_dir)
+    events, proposals = run.read("events.jsonl"), run.read("proposals.jsonl")
+    plot_completion(results, run.path / "completion.png")
+    plot_strata(results, run.path / "strata.png")
+    plot_training(events, proposals, run.path / "training.png")
+    ck = results["checkpoints"]
+    lines = [f"# advsim report — {run.path.name}", "",
+             f"Evaluated on {len(results['tasks'])} test tasks (stratified), {results['seeds']} seed(s) in the "
+             "simulated world; browser columns are strict success on the real pages in headless Chromium.", "",
+             "## Completion per checkpoint (%)", "",
+             "| checkpoint | executor | sim clean | ± | sim attacked (learned) | sim attacked (corpus) | "
+             "browser clean | browser attacked | clean−attacked gap | parse rate |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
+    for name, res in ck.items():
+        att = _attacked_mean(res)
+        gap = None if att is None or res["sim_clean"]["overall"] is None else res["sim_clean"]["overall"] - att
+        lines.append(f"| {name} | {res['executor']} | {_pct(res['sim_clean']['overall'])} | "
+                     f"{_pct(res['sim_clean']['spread'])} | {_pct(att)} | {_pct(res['sim_attacked_corpus']['overall'])} | "
+                     f"{_pct(res.get('browser_clean', {}).get('overall'))} | "
+                     f"{_pct(res.get('browser_attacked', {}).get('overall'))} | {_pct(gap)} | {_pct(res['parse_rate'])} |")
+    lines += ["", "## Per stratum (%)", ""]
+    lines += ["| checkpoint | setting | " + " | ".join(STRATA) + " |", "|---|---|" + "---|" * len(STRATA)]
+    for name, res in ck.items():
+        settings = [("sim clean", res["sim_clean"])]
+        settings += [(f"sim attacked ({a})", v) for a, v in res["sim_attacked"].items()]
+        settings += [("sim attacked (corpus)", res["sim_attacked_corpus"])]
+        if "browser_clean" in res:
+            settings.append(("browser clean", res["browser_clean"]))
+        if "browser_attacked" in res:
+            settings.append(("browser attacked", res["browser_attacked"]))
+        for label, v in settings:
+            lines.append(f"| {name} | {label} | " + " | ".join(_pct(v["per_stratum"].get(s)) for s in STRATA) + " |")
+    train_rows = [e for e in events if "stage" in e]
+    if train_rows:
+        lines += ["", "## Training updates", "",
+                  "| stage.iter | executor success | parse rate | R_C / R_A mean | executor diff max | executor KL |",
+                  "|---|---|---|---|---|---|"]
+        for e in train_rows:
+            rmean = e.get("curriculum_reward_mean", e.get("adversary_reward_mean"))
+            succ = e.get("executor_success", e.get("executor_clean_success"))
+            ex = e.get("executor", {})
+            lines.append(f"| {e['stage']}.{e['iteration']} | {_pct(succ)} | {_pct(e.get('parse_rate'))} | "
+                         f"{'—' if rmean is None else f'{rmean:.3f}'} | {ex.get('diff', {}).get('max', '—')} | "
+                         f"{'—' if ex.get('kl') is None else f'{ex['kl']:.2e}'} |")
+    lines += ["", "![completion per checkpoint](completion.png)", "", "![per stratum](strata.png)", "",
+              "![training curves](training.png)", ""]
+    path = run.path / "report.md"
+    atomic_write_text(path, "\n".join(lines))
+    return path
