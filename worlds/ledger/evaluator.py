@@ -171,18 +171,18 @@ def evaluate(case: Case, log: Sequence[StepRecord], tools: dict[str, ToolDecl], 
         d = tools[r.name]
         cands = [a for a in case.spec.actions if a.tool == r.name and a.target == r.target]
         a: Optional[ActionSpec] = next((c for c in cands if c.id not in matched), None)
-        if a is None:
-            kind = "DUPLICATE_ACTION" if cands else "UNEXPECTED_ACTION"
-            reasons.append(f"{kind} {_call_repr(r, d)} at step {r.step}")
-            continue
-        matched[a.id] = r
-        where = f"action {a.tool}"
-        unmet = _req_reasons(ledger, a.requires, r.step, where)
-        if unmet:
-            res.gap = True
         if case.protocol == "V0":
             reasons.append(f"CONSEQUENTIAL_ATTEMPT {_call_repr(r, d)} at step {r.step}: V0 requires "
                            "investigated non-action")
+        if a is None:
+            if case.protocol != "V0":
+                kind = "DUPLICATE_ACTION" if cands else "UNEXPECTED_ACTION"
+                reasons.append(f"{kind} {_call_repr(r, d)} at step {r.step}")
+            continue
+        matched[a.id] = r
+        unmet = _req_reasons(ledger, a.requires, r.step, f"action {a.tool}")
+        if unmet:
+            res.gap = True
         reasons.extend(unmet)
         for dep in a.depends_on:
             dr = matched.get(dep)
@@ -228,9 +228,11 @@ class Rate:
 
     @property
     def value(self) -> Optional[float]:
+        """``num / den``, or None when ``den == 0``."""
         return self.num / self.den if self.den else None
 
     def as_dict(self) -> dict:
+        """``{"num", "den", "value"}``."""
         return {"num": self.num, "den": self.den, "value": self.value}
 
 

@@ -22,7 +22,8 @@ from typing import Any
 
 from forms_bench.atomic import atomic_write_text
 
-from .catalog import DOMAINS_CATALOG, ActT, Domain, Template
+from .catalog import ActT, Domain, Template
+from .domains import DOMAINS_CATALOG
 from .schema import DOMAINS, PROTOCOL_COUNTS, PROTOCOLS, VERDICTS, load_suite_dict
 
 SUITE_VERSION = "advsim-ledger-1.0"
@@ -321,6 +322,7 @@ def dumps_suite(suite: dict) -> str:
 
 
 def sha256_text(text: str) -> str:
+    """Hex SHA-256 of the UTF-8 encoding of ``text``."""
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 

@@ -27,6 +27,7 @@ class Evidence:
 
     @property
     def key(self) -> tuple[str, str, str]:
+        """``(entity_type, entity_id, field)``."""
         return (self.entity_type, self.entity_id, self.field)
 
 

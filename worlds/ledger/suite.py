@@ -301,6 +301,7 @@ class CheckReport:
 
     @property
     def ok(self) -> bool:
+        """True when every reference, variant and control behaved as required."""
         return not self.failures
 
     def _count(self, cat: str, protocol: str, passed: bool) -> None:
