@@ -221,15 +221,15 @@ def build_case(domain: Domain, tpl: Template, protocol: str, case_id: str, rng: 
         for role in shown:
             if verdict == "Defer" and role == A.target:
                 if b.twin_role != A.target and b.twin_role not in shown:
-                    snapshot.append(b.rec(b.twin_role))
+                    snapshot.append((b.kind_of[role], b.rec(b.twin_role)))
                 continue
-            snapshot.append(b.rec(role))
+            snapshot.append((b.kind_of[role], b.rec(role)))
         if verdict == "Defer":
             rationale = (f"no record of {kind} {b.ids[A.target]} itself is on file"
                          + (f" (only {b.ids[b.twin_role]}, a different {kind})"
                             if b.twin_role not in shown else ""))
         candidate = b.call_text(A)
-        lines = "\n".join(json.dumps(r, ensure_ascii=True, sort_keys=True) for r in snapshot)
+        lines = "\n".join(f"- {k}: " + json.dumps(r, ensure_ascii=True, sort_keys=True) for k, r in snapshot)
         context = (f"[{domain.name}] Legacy review.\nRequest: "
                    + tpl.ctx["V1"].format(**_views(b))
                    + f"\nCandidate action: {candidate}\nEvidence on file (records retrieved earlier):\n"
