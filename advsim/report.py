@@ -178,9 +178,10 @@ def write_report(run_dir: str | Path, results: dict) -> Path:
             rmean = e.get("curriculum_reward_mean", e.get("adversary_reward_mean"))
             succ = e.get("executor_success", e.get("executor_clean_success"))
             ex = e.get("executor", {})
+            rtxt = "—" if rmean is None else f"{rmean:.3f}"
+            kl = "—" if ex.get("kl") is None else f"{ex['kl']:.2e}"
             lines.append(f"| {e['stage']}.{e['iteration']} | {_pct(succ)} | {_pct(e.get('parse_rate'))} | "
-                         f"{'—' if rmean is None else f'{rmean:.3f}'} | {ex.get('diff', {}).get('max', '—')} | "
-                         f"{'—' if ex.get('kl') is None else f'{ex['kl']:.2e}'} |")
+                         f"{rtxt} | {ex.get('diff', {}).get('max', '—')} | {kl} |")
     lines += ["", "![completion per checkpoint](completion.png)", "", "![per stratum](strata.png)", "",
               "![training curves](training.png)", ""]
     path = run.path / "report.md"

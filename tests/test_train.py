@@ -82,3 +82,27 @@ def test_tiny_pipeline_writes_run_and_resume_is_bit_exact(tmp_path):
     assert adapter_digests(part) == adapter_digests(full)
     assert resumed.read("events.jsonl") == events
     assert resumed.read("trajectories.jsonl") == run.read("trajectories.jsonl")
+
+
+def test_eval_and_report_on_the_tiny_run(tmp_path):
+    from advsim.evaluate import evaluate
+    from advsim.learner import Learner
+    from advsim.report import write_report
+    from policies.backbone import tiny_backbone
+
+    run = run_tiny(tmp_path / "r")
+    cfg = config_from_dict(TINY)
+    model, tok = tiny_backbone(seed=cfg.seed)
+    learner = Learner(cfg, tmp_path / "r" / "adapters", model=model, tokenizer=tok)
+    results = evaluate(run.path, tasks="sample:1", seeds=2, browser=False, learner=learner, io=tiny_io(tok))
+    assert list(results["checkpoints"]) == ["capability-iter-1", "capability-iter-2", "robust-iter-1"]
+    res = results["checkpoints"]["robust-iter-1"]
+    assert res["executor"] == f"executor@{learner.versions['executor']}"
+    assert res["sim_clean"]["episodes"] == 10 and set(res["sim_clean"]["per_stratum"]) == set(STRATA)
+    assert list(res["sim_attacked"]) == ["adv-v-1"]
+    report = write_report(run.path, results)
+    text = report.read_text()
+    assert text.startswith("# advsim report — r\n")
+    assert "| robust-iter-1 | executor@" in text and "| capability-iter-1 | sim clean |" in text
+    for png in ("completion.png", "strata.png", "training.png"):
+        assert (run.path / png).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
