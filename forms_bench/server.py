@@ -36,7 +36,7 @@ from collections import OrderedDict
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Callable, Mapping
-from urllib.parse import parse_qs, unquote, urlsplit
+from urllib.parse import parse_qs, quote, unquote, urlsplit
 
 from forms_bench.html import render_html
 from forms_bench.schema import Task
@@ -149,7 +149,6 @@ class PageServer:
 
     def task_url(self, task_id: str, session: str | None = None) -> str:
         """URL of a task's page; with ``session`` the page reports its events under that id."""
-        from urllib.parse import quote
         url = f"{self.base_url}/task/{quote(task_id, safe='')}"
         if session is not None:
             url += f"?session={quote(session, safe='')}"
@@ -284,7 +283,9 @@ class _Handler(BaseHTTPRequestHandler):
     server_app: PageServer
     protocol_version = "HTTP/1.1"
     server_version = "advsim-forms"
-    sys_version = ""
+
+    def version_string(self) -> str:
+        return self.server_version
 
     # -- plumbing ----------------------------------------------------------------------------
 
@@ -317,8 +318,6 @@ class _Handler(BaseHTTPRequestHandler):
         if code == 501:  # unknown method: this server answers only GET/POST
             code, message = 405, f"method {self.command!r} not allowed"
         self.close_connection = True
-        if not hasattr(self, "_headers_buffer"):
-            self._headers_buffer = []
         self._json(code, {"error": message or phrase}, {"Allow": "GET, POST"} if code == 405 else None)
 
     def __getattr__(self, name: str):
@@ -334,8 +333,6 @@ class _Handler(BaseHTTPRequestHandler):
         try:
             fn()
         except _HTTPError as e:
-            if e.status >= 400 and e.status not in (404, 409, 422):
-                self.close_connection = self.close_connection or e.status in (411, 413)
             self._json(e.status, {"error": e.message}, e.headers)
         except (BrokenPipeError, ConnectionResetError):
             self.close_connection = True

@@ -1,0 +1,574 @@
+"""BrowserWorld: the web-world protocol over a real Chromium driven by Playwright.
+
+The task page is served by :class:`forms_bench.server.PageServer` on 127.0.0.1 and opened in
+Debian's Chromium (``/usr/bin/chromium``) through Playwright's sync API. Actions act on the
+element whose ``bid`` attribute is the action's bid, with Playwright's own input methods
+(``fill``, ``select_option(label=…)``, ``check``/``uncheck``, ``click``) — for a radio group,
+``select_option`` checks the radio whose ``data-option`` is the option. The observation is
+Chromium's accessibility tree (CDP ``Accessibility.getFullAXTree``), mapped to bids through
+``DOM.getDocument`` backend node ids, normalized by :func:`worlds.web.axtree.from_cdp` and
+printed by the one serializer :func:`worlds.web.axtree.serialize` — byte-identical to
+:class:`worlds.web.sim.SimWebWorld` for the same page state.
+
+Whether an action is valid is decided by :func:`worlds.web.world.resolve` before the browser is
+touched, so both worlds reject the same actions with the same :class:`ActionError` message and
+an invalid action never reaches the page.
+
+Lifecycle: one Chromium per world, launched on the first :meth:`BrowserWorld.reset` and reused;
+a fresh browser context (cookies, storage, connections) and page per episode; everything is
+closed by :meth:`BrowserWorld.close` or on leaving a ``with`` block. Use a world from the thread
+that created it, outside any running asyncio loop (Playwright's sync API).
+
+Crash recovery (chosen policy): every browser interaction runs under a watchdog. If the page
+crashes, the browser dies, or an interaction fails or hangs (a Playwright error, or no answer
+within ``hang_timeout_s``, in which case the watchdog kills this world's Chromium process), the
+world logs one WARNING line naming the task, episode, step and cause, relaunches Chromium if it
+is gone, opens the task in a new context under a new session, replays the episode's history
+(actions and injections, in order) and then retries the interrupted operation. Because the
+pages are deterministic, the replayed page equals the lost one; the replayed observation is
+compared with the last one returned and a mismatch is logged as an ERROR. The events of the
+lost session are discarded; the new session re-records them from the replay, so
+:meth:`BrowserWorld.record` stays exact. Only when ``max_restarts`` consecutive recoveries fail
+does the world raise :class:`BrowserWorldError` (Chromium cannot be started at all) — the one
+exception besides :class:`ActionError` that :meth:`BrowserWorld.step` lets out.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import os
+import signal
+import threading
+import time
+from typing import Any, Callable, Sequence, TypeVar
+
+from playwright.sync_api import Error as PlaywrightError
+from playwright.sync_api import sync_playwright
+
+from forms_bench.actions import Action
+from forms_bench.schema import Task
+from forms_bench.server import PageServer
+from worlds.web.axtree import AXNode, from_cdp, serialize
+from worlds.web.world import ActionError, EpisodeRecord, Target, resolve
+
+log = logging.getLogger(__name__)
+
+CHROMIUM_PATH = "/usr/bin/chromium"
+"""Debian's Chromium (``apt-get install chromium``)."""
+
+CHROMIUM_ARGS: tuple[str, ...] = (
+    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+    "--disable-background-networking", "--disable-component-update", "--disable-sync",
+)
+"""Launch flags measured on these machines (ENVIRONMENT.md, "Browser")."""
+
+_WORLD_IDS = itertools.count()
+T = TypeVar("T")
+
+# Inserts an adversary text as a paragraph right after the intro paragraph of <main> (after
+# earlier injections, in order) — where SimWebWorld renders injections.
+_INJECT_JS = """(text) => {
+  const main = document.querySelector('main');
+  const injected = main.querySelectorAll(':scope > p[data-advsim-injection]');
+  const anchor = injected.length ? injected[injected.length - 1] : main.querySelector(':scope > p');
+  const p = document.createElement('p');
+  p.setAttribute('data-advsim-injection', String(injected.length));
+  p.textContent = text;
+  anchor.after(p);
+}"""
+
+
+class BrowserWorldError(RuntimeError):
+    """Chromium could not be (re)started or the page could not be restored after
+    ``max_restarts`` consecutive attempts."""
+
+
+class _Restart(Exception):
+    """Internal: an interaction failed and the page must be restored."""
+
+
+def _css_string(s: str) -> str:
+    """A double-quoted CSS string literal for any text (hex escapes for quotes, backslashes,
+    control and non-printable characters)."""
+    out = []
+    for ch in s:
+        if ch in '"\\' or not ch.isprintable():
+            out.append(f"\\{ord(ch):x} ")
+        else:
+            out.append(ch)
+    return '"' + "".join(out) + '"'
+
+
+def _descendants(pid: int) -> list[int]:
+    """Process ids below ``pid`` (Linux ``/proc``); empty elsewhere."""
+    children: dict[int, list[int]] = {}
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return []
+    for d in entries:
+        if not d.isdigit():
+            continue
+        try:
+            with open(f"/proc/{d}/stat", "rb") as fh:
+                ppid = int(fh.read().rsplit(b")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            continue
+        children.setdefault(ppid, []).append(int(d))
+    out, todo = [], [pid]
+    while todo:
+        for c in children.get(todo.pop(), ()):
+            out.append(c)
+            todo.append(c)
+    return out
+
+
+def _cmdline(pid: int) -> list[bytes]:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as fh:
+            return fh.read().split(b"\0")
+    except OSError:
+        return []
+
+
+class _Watchdog:
+    """Kills this world's Chromium (by its pid, found through a unique command-line marker
+    among this process's descendants) when an armed deadline passes, so a hung Playwright call
+    returns with an error instead of blocking forever."""
+
+    def __init__(self, name: str) -> None:
+        self._cond = threading.Condition()
+        self._deadline: float | None = None
+        self._what = ""
+        self.marker: str | None = None
+        self.fired = False
+        self._closed = False
+        self._thread = threading.Thread(target=self._run, name=f"{name}-watchdog", daemon=True)
+        self._thread.start()
+
+    def arm(self, seconds: float, what: str) -> None:
+        with self._cond:
+            self._deadline = time.monotonic() + seconds
+            self._what = what
+            self._cond.notify()
+
+    def disarm(self) -> None:
+        with self._cond:
+            self._deadline = None
+
+    def close(self) -> None:
+        with self._cond:
+            self._closed = True
+            self._cond.notify()
+
+    def _run(self) -> None:
+        with self._cond:
+            while not self._closed:
+                if self._deadline is None:
+                    self._cond.wait()
+                    continue
+                left = self._deadline - time.monotonic()
+                if left > 0:
+                    self._cond.wait(left)
+                    continue
+                self._deadline = None
+                self.fired = True
+                self._kill()
+
+    def _kill(self) -> None:
+        marker = (self.marker or "").encode()
+        pids = [p for p in _descendants(os.getpid())
+                if marker and marker in _cmdline(p) and not any(a.startswith(b"--type=") for a in _cmdline(p))]
+        if not pids:
+            log.error("BrowserWorld watchdog: %s hung and Chromium's process was not found", self._what)
+            return
+        log.warning("BrowserWorld watchdog: %s did not answer in time; killing Chromium (pid %s)",
+                    self._what, ", ".join(map(str, pids)))
+        for p in pids:
+            try:
+                os.kill(p, signal.SIGKILL)
+            except OSError:
+                pass
+
+
+class BrowserWorld:
+    """The web world in a real Chromium (implements :class:`worlds.web.world.WebWorld`).
+
+    Args:
+        server: the page server to load tasks from; None (default) starts a private one on
+            127.0.0.1 (stopped by :meth:`close`). Tasks passed to :meth:`reset` are added to it.
+        executable_path: the Chromium binary.
+        launch_args: Chromium command-line flags.
+        action_timeout_ms: Playwright timeout of one action or query (ms); an element that does
+            not become actionable within it counts as a page failure.
+        navigation_timeout_ms: timeout of loading the task page (ms).
+        hang_timeout_s: watchdog limit of one browser interaction (s); beyond it Chromium is
+            killed and restarted.
+        max_restarts: consecutive failed recoveries tolerated before :class:`BrowserWorldError`.
+        actionability_checks: True (default) lets Playwright wait until the element is visible,
+            stable, enabled and hit by the pointer, as for a real user (click ~45 ms); False
+            passes ``force=True`` (click ~12 ms) — the target is still resolved and must exist.
+
+    Attributes:
+        restarts: number of recoveries performed so far (all episodes).
+        latencies_ms: wall time of each :meth:`step` (ms), for latency reports.
+    """
+
+    def __init__(self, server: PageServer | None = None, *, executable_path: str = CHROMIUM_PATH,
+                 launch_args: Sequence[str] = CHROMIUM_ARGS, action_timeout_ms: float = 3000,
+                 navigation_timeout_ms: float = 10000, hang_timeout_s: float = 20.0,
+                 max_restarts: int = 3, actionability_checks: bool = True) -> None:
+        self._uid = f"bw{os.getpid()}x{next(_WORLD_IDS)}"
+        self._own_server = server is None
+        self.server = server if server is not None else PageServer()
+        self.executable_path = executable_path
+        self.launch_args = tuple(launch_args)
+        self.action_timeout_ms = action_timeout_ms
+        self.navigation_timeout_ms = navigation_timeout_ms
+        self.hang_timeout_s = hang_timeout_s
+        self.max_restarts = max_restarts
+        self.force = not actionability_checks
+        self.restarts = 0
+        self.latencies_ms: list[float] = []
+        self.task: Task | None = None
+        self._pw = None
+        self._browser = None
+        self._context = None
+        self._page = None
+        self._cdp = None
+        self._crashed = False
+        self._bid_map: dict[int, str] | None = None
+        self._launches = 0
+        self._episode = 0
+        self._attempt = 0
+        self._session: str | None = None
+        self._history: list[tuple[str, Any]] = []
+        self._message: str | None = None
+        self._last_obs: str | None = None
+        self._watchdog = _Watchdog(self._uid)
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    def __enter__(self) -> "BrowserWorld":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Close the page, context and browser, stop Playwright and (if private) the server.
+        Idempotent; never raises."""
+        self._close_context()
+        for obj, meth in ((self._browser, "close"), (self._pw, "stop")):
+            if obj is not None:
+                try:
+                    self._guard(lambda: getattr(obj, meth)(), f"{meth} Playwright")
+                except Exception as e:  # noqa: BLE001 - closing must not raise
+                    log.debug("BrowserWorld.close: %s failed: %s", meth, e)
+        self._browser = None
+        self._pw = None
+        if self.task is not None and self._session is not None:
+            self.server.discard(self.task.id, self._session)
+        if self._own_server:
+            self.server.stop()
+        self._watchdog.close()
+        self.task = None
+
+    def _launch(self) -> None:
+        if self._pw is None:
+            self._pw = sync_playwright().start()
+        self._launches += 1
+        self._watchdog.marker = f"--advsim-browser={self._uid}-{self._launches}"
+        self._browser = self._guard(lambda: self._pw.chromium.launch(
+            executable_path=self.executable_path,
+            args=[*self.launch_args, self._watchdog.marker]), "launching Chromium")
+        log.debug("BrowserWorld %s: launched Chromium %s", self._uid, self._browser.version)
+
+    def _close_context(self) -> None:
+        ctx, self._context, self._page, self._cdp, self._bid_map = self._context, None, None, None, None
+        if ctx is not None:
+            try:
+                self._guard(ctx.close, "closing the browser context")
+            except Exception as e:  # noqa: BLE001 - a dead context is closed already
+                log.debug("BrowserWorld: closing context failed: %s", e)
+
+    def _open(self) -> None:
+        """A new context and page showing the current task under a new session."""
+        task = self._require_task()
+        self._close_context()
+        if self._browser is None or not self._browser.is_connected():
+            if self._browser is not None:
+                try:
+                    self._browser.close()
+                except Exception:  # noqa: BLE001 - it is dead already
+                    pass
+            self._launch()
+        if not self.server.running:
+            self.server.start()
+        if self._session is not None:
+            self.server.discard(task.id, self._session)
+        self._attempt += 1
+        self._session = f"{self._uid}-e{self._episode}-a{self._attempt}"
+        self._crashed = False
+        ctx = self._guard(self._browser.new_context, "opening a browser context")
+        self._context = ctx
+        ctx.set_default_timeout(self.action_timeout_ms)
+        ctx.set_default_navigation_timeout(self.navigation_timeout_ms)
+        page = self._guard(ctx.new_page, "opening a page")
+        page.on("crash", self._on_crash)
+        self._page = page
+        url = self.server.task_url(task.id, self._session)
+        resp = self._guard(lambda: page.goto(url, wait_until="load"), f"loading {url}")
+        if resp is None or resp.status != 200:
+            raise PlaywrightError(f"loading {url} gave HTTP {resp.status if resp else 'no response'}")
+        self._cdp = self._guard(lambda: ctx.new_cdp_session(page), "opening a CDP session")
+
+    def _on_crash(self, *_: Any) -> None:
+        self._crashed = True
+
+    # -- guarded execution -------------------------------------------------------------------
+
+    def _guard(self, fn: Callable[[], T], what: str) -> T:
+        """Run one browser interaction under the watchdog."""
+        self._watchdog.arm(self.hang_timeout_s, what)
+        try:
+            return fn()
+        finally:
+            self._watchdog.disarm()
+
+    def _cdp_send(self, method: str, params: dict | None = None) -> dict:
+        # A CDP command to a crashed renderer never returns: refuse it up front (the watchdog
+        # covers a crash that happens while the command is in flight).
+        if self._crashed or self._cdp is None:
+            raise _Restart("the page crashed")
+        return self._guard(lambda: self._cdp.send(method, params or {}), f"CDP {method}")
+
+    def _run(self, fn: Callable[[], T], what: str) -> T:
+        """Run ``fn`` (browser work on the current page); on failure restore the page from the
+        history and retry, at most ``max_restarts`` times in a row."""
+        failures = 0
+        cause = None
+        while True:
+            try:
+                if cause is not None:
+                    self._recover(what, cause)
+                if self._crashed:
+                    raise _Restart("the page crashed")
+                if self._page is None:
+                    raise _Restart("no page is open")
+                return fn()
+            except (PlaywrightError, _Restart) as e:
+                failures += 1
+                msg = str(e).splitlines()[0] if str(e) else ""
+                cause = "the page crashed" if self._crashed else f"{type(e).__name__}: {msg}"
+                if self._watchdog.fired:
+                    cause += " (hung; Chromium killed by the watchdog)"
+                    self._watchdog.fired = False
+                if failures > self.max_restarts:
+                    raise BrowserWorldError(
+                        f"BrowserWorld: {what} on task {self._task_id()} failed {failures} times in a "
+                        f"row; last cause: {cause}") from e
+
+    def _recover(self, what: str, cause: str) -> None:
+        self.restarts += 1
+        browser_alive = self._browser is not None and self._browser.is_connected()
+        log.warning("BrowserWorld: %s failed on task %s (episode %d, after %d history entries): %s; "
+                    "%s and replaying the episode (restart #%d)", what, self._task_id(), self._episode,
+                    len(self._history), cause,
+                    "opening a new page" if browser_alive else "relaunching Chromium", self.restarts)
+        try:
+            self._open()
+            for kind, item in self._history:
+                if kind == "inject":
+                    self._inject_now(item)
+                else:
+                    self._apply(item, resolve(self._require_task(), item))
+            if self._last_obs is not None:
+                obs = self._observe_now()
+                if obs != self._last_obs:
+                    log.error("BrowserWorld: replay of task %s did not restore the page: the "
+                              "observation differs from the last one returned", self._task_id())
+        except (PlaywrightError, _Restart) as e:
+            log.warning("BrowserWorld: recovery of task %s failed: %s", self._task_id(),
+                        str(e).splitlines()[0] if str(e) else type(e).__name__)
+            self._close_context()
+            if self._browser is not None and not self._browser.is_connected():
+                self._browser = None
+            raise _Restart("recovery failed") from e
+
+    # -- page operations (no recovery; called inside _run) ----------------------------------
+
+    def _loc(self, bid: str):
+        return self._page.locator(f'[bid="{bid}"]')
+
+    def _apply(self, action: Action, target: Target | None) -> None:
+        name, force = action.name, self.force
+        if target is None:  # noop / send_msg_to_user: nothing happens on the page
+            return
+        what = f"{action.to_text()[:60]}"
+        if name == "fill":
+            self._guard(lambda: self._loc(action.bid).fill(action.args[1], force=force), what)
+        elif name == "select_option":
+            f = target.field
+            if f.kind == "radio":
+                loc = self._page.locator(f'[bid="{f.bid}"] input[type=radio]'
+                                         f'[data-option={_css_string(action.args[1])}]')
+                self._guard(lambda: loc.check(force=force), what)
+            else:
+                self._guard(lambda: self._loc(action.bid).select_option(label=action.args[1], force=force), what)
+        elif name == "check":
+            self._guard(lambda: self._loc(action.bid).check(force=force), what)
+        elif name == "uncheck":
+            self._guard(lambda: self._loc(action.bid).uncheck(force=force), what)
+        elif name == "click":
+            self._guard(lambda: self._loc(action.bid).click(force=force), what)
+        else:  # pragma: no cover - parse_action yields the seven actions only
+            raise ActionError(f"unknown action {name}")
+
+    def _inject_now(self, text: str) -> None:
+        self._guard(lambda: self._page.evaluate(_INJECT_JS, text), "injecting text")
+
+    def _tree_now(self) -> AXNode:
+        if self._bid_map is None:
+            doc = self._cdp_send("DOM.getDocument", {"depth": -1})
+            bids: dict[int, str] = {}
+            stack = [doc["root"]]
+            while stack:
+                n = stack.pop()
+                a = n.get("attributes") or ()
+                for i in range(0, len(a) - 1, 2):
+                    if a[i] == "bid":
+                        bids[n["backendNodeId"]] = a[i + 1]
+                stack.extend(n.get("children") or ())
+            self._bid_map = bids
+        nodes = self._cdp_send("Accessibility.getFullAXTree")["nodes"]
+        return from_cdp(nodes, self._bid_map)
+
+    def _observe_now(self) -> str:
+        return serialize(self._tree_now())
+
+    # -- the WebWorld protocol ---------------------------------------------------------------
+
+    def _require_task(self) -> Task:
+        if self.task is None:
+            raise RuntimeError("BrowserWorld: call reset(task) first")
+        return self.task
+
+    def _task_id(self) -> str:
+        return self.task.id if self.task is not None else "?"
+
+    def reset(self, task: Task) -> str:
+        """Open the task's initial page in a fresh browser context; return the observation.
+
+        Args:
+            task: the task; it is added to the page server.
+
+        Returns:
+            The serialized accessibility tree of the initial page.
+
+        Raises:
+            BrowserWorldError: Chromium cannot be started or the page cannot be loaded after
+                ``max_restarts`` attempts.
+        """
+        if self.task is not None and self._session is not None:
+            self.server.discard(self.task.id, self._session)
+        self.server.add(task)
+        self.task = task
+        self._episode += 1
+        self._attempt = 0
+        self._session = None
+        self._history = []
+        self._message = None
+        self._last_obs = None
+        failures = 0
+        while True:
+            try:
+                self._open()
+                break
+            except (PlaywrightError, _Restart) as e:
+                failures += 1
+                cause = str(e).splitlines()[0] if str(e) else type(e).__name__
+                if failures > self.max_restarts:
+                    raise BrowserWorldError(f"BrowserWorld: cannot open task {task.id}: {cause}") from e
+                self.restarts += 1
+                log.warning("BrowserWorld: opening task %s failed (%s); retrying with a %s "
+                            "(restart #%d)", task.id, cause,
+                            "new page" if self._browser is not None and self._browser.is_connected()
+                            else "relaunched Chromium", self.restarts)
+                self._close_context()
+                if self._browser is not None and not self._browser.is_connected():
+                    self._browser = None
+        return self.observe()
+
+    def step(self, action: Action) -> str:
+        """Apply one action in the browser; return the new observation.
+
+        ``send_msg_to_user`` stores its message (see :meth:`record`); ``noop`` does nothing.
+
+        Raises:
+            ActionError: the action is invalid on this page (from :func:`resolve`; the browser
+                is not touched and the page is unchanged).
+            RuntimeError: no task was reset.
+            BrowserWorldError: the page could not be restored after a crash.
+        """
+        t0 = time.perf_counter()
+        task = self._require_task()
+        target = resolve(task, action)
+        if action.name == "send_msg_to_user":
+            self._message = action.args[0]
+        self._run(lambda: self._apply(action, target), action.to_text()[:60])
+        if target is not None:
+            self._history.append(("act", action))
+        obs = self.observe()
+        self.latencies_ms.append((time.perf_counter() - t0) * 1000.0)
+        return obs
+
+    def inject(self, text: str) -> str:
+        """Insert ``text`` as a paragraph right after the page's intro paragraph (after earlier
+        injections), as :class:`SimWebWorld` renders it; return the new observation."""
+        self._require_task()
+        self._run(lambda: self._inject_now(text), "injecting text")
+        self._history.append(("inject", text))
+        return self.observe()
+
+    def observe(self) -> str:
+        """The current observation: Chromium's normalized accessibility tree, serialized."""
+        self._require_task()
+        obs = self._run(self._observe_now, "reading the accessibility tree")
+        self._last_obs = obs
+        return obs
+
+    def tree(self) -> AXNode:
+        """The current normalized accessibility tree."""
+        self._require_task()
+        return self._run(self._tree_now, "reading the accessibility tree")
+
+    def record(self) -> EpisodeRecord:
+        """The episode as the page server recorded it.
+
+        Waits until every report of the page has been answered (``window.__advsimFlush()``),
+        then reads the (task, session) events from the server, in ``seq`` order, without their
+        ``seq``. Values are the page's current field values (``window.__advsimState()``).
+
+        Raises:
+            RuntimeError: no task was reset.
+            BrowserWorldError: the page could not be restored after a crash.
+        """
+        task = self._require_task()
+
+        def read() -> tuple[int, dict]:
+            sent = self._guard(lambda: self._page.evaluate("() => window.__advsimFlush()"),
+                               "flushing event reports")
+            values = self._guard(lambda: self._page.evaluate("() => window.__advsimState()"),
+                                 "reading field values")
+            return int(sent), values
+
+        sent, values = self._run(read, "reading the episode record")
+        events = self.server.events(task.id, self._session)
+        if len(events) != sent or [e["seq"] for e in events] != list(range(sent)):
+            log.error("BrowserWorld: task %s session %s: the page sent %d events but the server "
+                      "holds %d (seq %s)", task.id, self._session, sent, len(events),
+                      [e["seq"] for e in events])
+        out = [{k: v for k, v in e.items() if k != "seq"} for e in events]
+        return EpisodeRecord(task.id, dict(values), out, self._message)
