@@ -206,7 +206,6 @@ def build_case(domain: Domain, tpl: Template, protocol: str, case_id: str, rng: 
     a_refs = list(A.core) + [r for g in extras for r in g]
     flips = [f for f in A.flips if f[0] in a_refs]
     kind = b.kind_of[A.target]
-    decl_a = next(t for t in domain.tools if t.name == A.tool)
 
     if protocol == "Legacy":
         assert verdict is not None

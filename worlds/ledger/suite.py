@@ -256,14 +256,17 @@ def controls(suite: Suite, case: Case) -> dict[str, tuple[list[PlanItem], str]]:
     where = "final_answer" if case.protocol == "V0" else f"action {a1.tool}"
     wrong = list(ref)
     wrong[first_read] = read_call(case, tools, etype, case.twin)
-    out["wrong_entity"] = (wrong, f"MISSING {etype}.{target}.")
+    f0 = next(q.field for q in a1.requires if q.entity_id == target)
+    out["wrong_entity"] = (wrong, f"MISSING {etype}.{target}.{f0} at {where} step")
     if case.protocol == "V0":
         out["refuse_uninvestigated"] = (ref[-1:], "MISSING")
         out["acted_anyway"] = (ref[:-1] + [Act(a1.id)] + ref[-1:], "CONSEQUENTIAL_ATTEMPT")
         return out
     act_pos = ref.index(Act(a1.id))
     premature = ref[:act_pos - 1] + [Act(a1.id), ref[act_pos - 1]] + ref[act_pos + 1:]
-    out["premature"] = (premature, f"MISSING")
+    last_read = tools[ref[act_pos - 1].split("(", 1)[0]]
+    last_id = ref[act_pos - 1].split("'")[1]
+    out["premature"] = (premature, f"MISSING {last_read.entity_type}.{last_id}.")
     out["wrong_target"] = ([Act(a1.id, ((tools[a1.tool].id_param, case.twin),)) if x == Act(a1.id) else x
                             for x in ref], "UNEXPECTED_ACTION")
     nums = _number_params(case, tools, a1)

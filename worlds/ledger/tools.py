@@ -200,7 +200,6 @@ class ToolWorld:
         if err:
             rec.error = err
             return
-        where = f"{decl.name}(...)"
         if decl.mode == "final":
             self.done = True
             rec.result = {"outcome": "episode finished"}
