@@ -159,3 +159,14 @@ def test_fuzzed_actions_never_raise_out_of_step():
         if term or trunc:
             env.reset()
     assert n == 10_006
+
+
+def test_every_case_resets_into_the_observation_space():
+    env = EvidenceLedgerEnv()
+    lengths = []
+    for case in env.suite.cases:
+        obs, info = env.reset(options={"case_id": case.id})
+        assert env.observation_space.contains(obs), case.id
+        assert info["case_id"] == case.id
+        lengths.append(len(obs["context"]))
+    assert max(lengths) < 32000 and min(lengths) > 500

@@ -31,9 +31,9 @@ def _pct(rate: dict | float | None) -> str:
 
 
 def evaluate_agents(agents: Optional[list[str]] = None) -> dict:
-    """Run agents over the whole suite; returns ``{"suite", "seconds", "agents": {name: metrics}}``
+    """Run agents over the whole suite; returns ``{"suite", "seconds", "cpu_seconds", "agents": {name: metrics}}``
     where ``metrics`` is :func:`worlds.ledger.evaluator.aggregate`'s dict plus ``seconds``."""
-    t_all = time.perf_counter()
+    t_all, cpu_all = time.perf_counter(), time.process_time()
     suite = load_suite()
     out = {"suite": {"version": suite.version, "cases": len(suite.cases)}, "agents": {}}
     for name in agents or list(AGENTS):
@@ -43,6 +43,7 @@ def evaluate_agents(agents: Optional[list[str]] = None) -> dict:
         metrics["seconds"] = round(time.perf_counter() - t0, 3)
         out["agents"][name] = metrics
     out["seconds"] = round(time.perf_counter() - t_all, 3)
+    out["cpu_seconds"] = round(time.process_time() - cpu_all, 3)
     return out
 
 
@@ -67,7 +68,7 @@ def print_tables(payload: dict, console: Optional[Console] = None) -> None:
     ecs_rows.append(("P-M", [_pct(agents[n]["P-M"]) for n in names]))
     ecs_rows.append(("D-M", [_pct(agents[n]["D-M"]) for n in names]))
     ecs_rows += [(f"ECS {SHORT[d]}", [_pct(agents[n]["ECS"]["by_domain"][d]) for n in names]) for d in DOMAINS]
-    console.print(table(f"Evidence ledger, {payload['suite']['cases']} cases, "
+    console.print(table(f"Evidence ledger, {payload['suite']['cases']} cases x {len(names)} agents, "
                         f"{payload['seconds']:.2f} s: ECS (SafeActBench)", ecs_rows))
     diag = [("BSR (V0)", [_pct(agents[n]["BSR"]) for n in names]),
             ("PAR (V1)", [_pct(agents[n]["PAR"]) for n in names]),
