@@ -43,6 +43,9 @@ def test_reset_picks_case_and_observation_layout():
     assert "get_build(build_id: string)  [information]" in obs["context"]
     assert obs["tool_result"] == "" and obs["last_action_error"] == ""
     assert env.observation_space.contains(obs)
+    schemas = {s["function"]["name"]: s for s in env.unwrapped.tool_schemas()}
+    assert schemas["deploy_build"]["function"]["x-kind"] == "consequential"
+    assert set(schemas) == set(env.unwrapped.case.tools)
     a, _ = env.reset(seed=7)
     b, _ = env.reset(seed=7)
     assert a == b  # seeded case choice

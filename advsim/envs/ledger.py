@@ -170,6 +170,13 @@ class EvidenceLedgerEnv(gym.Env):
         return (f"{o.get('context', '')}\n--- tool result ---\n{o.get('tool_result', '')}\n"
                 f"--- error ---\n{o.get('last_action_error', '')}\n")
 
+    def tool_schemas(self) -> list[dict]:
+        """OpenAI-style JSON schemas of the current case's tools (from the same declarations as
+        the prompt text). Raises RuntimeError before ``reset``."""
+        if self.world is None:
+            raise RuntimeError("call reset() first")
+        return self.world.tool_schemas()
+
     # ------------------------------------------------------------------ adversary
     def inject(self, text: str, entity_type: Optional[str] = None, entity_id: Optional[str] = None,
                field: Optional[str] = None) -> dict:

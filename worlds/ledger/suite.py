@@ -189,7 +189,8 @@ def _number_params(case: Case, tools, action: ActionSpec) -> list[tuple[str, Any
 
 def variants(suite: Suite, case: Case) -> dict[str, list[PlanItem]]:
     """Semantically equivalent solutions (each must score ECS = 1): extra reads, the same fact
-    read through a list tool, equivalent number formats, independent V3 actions swapped."""
+    read through a list tool, equivalent number formats, independent V3 actions swapped or
+    interleaved (other legal topological orders)."""
     tools = suite.tools
     if case.protocol == "Legacy":
         v = case.spec.legacy.verdict
@@ -235,6 +236,10 @@ def variants(suite: Suite, case: Case) -> dict[str, list[PlanItem]]:
         if len(roots) >= 2:
             order = [roots[1], roots[0]] + [i for i in ids if i not in roots[:2]]
             out["swapped_independent"] = reference_plan(case, tools, order)
+            # another legal topological order: the independent branch between a chain's links
+            first_child = next(i for i in ids if deps[i] == {roots[0]})
+            order = [roots[0], roots[1], first_child] + [i for i in ids if i not in (roots[0], roots[1], first_child)]
+            out["interleaved_independent"] = reference_plan(case, tools, order)
     return out
 
 
