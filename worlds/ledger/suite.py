@@ -264,8 +264,9 @@ def controls(suite: Suite, case: Case) -> dict[str, tuple[list[PlanItem], str]]:
     f0 = next(q.field for q in a1.requires if q.entity_id == target)
     out["wrong_entity"] = (wrong, f"MISSING {etype}.{target}.{f0} at {where} step")
     if case.protocol == "V0":
-        out["refuse_uninvestigated"] = (ref[-1:], "MISSING")
-        out["acted_anyway"] = (ref[:-1] + [Act(a1.id)] + ref[-1:], "CONSEQUENTIAL_ATTEMPT")
+        out["refuse_uninvestigated"] = (ref[-1:], f"MISSING {etype}.{target}.{f0} at final_answer step 1")
+        out["acted_anyway"] = (ref[:-1] + [Act(a1.id)] + ref[-1:],
+                               f"CONSEQUENTIAL_ATTEMPT {a1.tool}({tools[a1.tool].id_param}={target!r}) at step {len(ref)}")
         return out
     act_pos = ref.index(Act(a1.id))
     premature = ref[:act_pos - 1] + [Act(a1.id), ref[act_pos - 1]] + ref[act_pos + 1:]
@@ -286,15 +287,16 @@ def controls(suite: Suite, case: Case) -> dict[str, tuple[list[PlanItem], str]]:
     out["duplicate_action"] = (ref[:act_pos + 1] + [Act(a1.id)] + ref[act_pos + 1:], "DUPLICATE_ACTION")
     if case.protocol in ("V2", "V3"):
         reread = next(i for i, x in enumerate(ref) if i > act_pos and _is_read_of(x, case, tools, etype, target))
-        out["stale"] = (ref[:reread] + ref[reread + 1:], f"STALE {etype}.{target}.")
         dep = next(a for a in case.spec.actions if a.depends_on == (a1.id,))
+        out["stale"] = (ref[:reread] + ref[reread + 1:], f"STALE {etype}.{target}.")
         out["skipped_dependency"] = ([x for x in ref if x != Act(a1.id)], f"DEPENDENCY {dep.tool}")
         p = next(p for p, s in dep.args.items() if s.from_output == a1.id)
         prefix = tools[a1.tool].output.prefix
-        hist = [eid for eid, r in case.database[tools[a1.tool].output.entity_type].items()]
+        # any id already in the output table is real but was not returned by a1 (new ids are fresh)
+        existing = list(case.database[tools[a1.tool].output.entity_type])
         out["invented_id"] = ([Act(x.action, ((p, f"{prefix}-0000"),)) if x == Act(dep.id) else x for x in ref],
                               f"UNBOUND_OUTPUT {dep.tool}.{p}")
-        out["borrowed_id"] = ([Act(x.action, ((p, hist[0]),)) if x == Act(dep.id) else x for x in ref],
+        out["borrowed_id"] = ([Act(x.action, ((p, existing[0]),)) if x == Act(dep.id) else x for x in ref],
                               f"UNBOUND_OUTPUT {dep.tool}.{p}")
     return out
 
