@@ -339,3 +339,12 @@ def test_v0_attempt_on_another_entity_is_also_a_consequential_attempt():
     assert res.reasons == ["CONSEQUENTIAL_ATTEMPT refund_charge(charge_id='C1') at step 2: V0 requires "
                            "investigated non-action"]
     assert (res.gap, res.partial) == (False, True)  # no checkpoint of the candidate action was evaluated
+
+
+def test_rejected_attempt_on_the_right_target_is_checked_and_not_executed():
+    world, res = play("mini-V1", [GET_C2, "refund_charge(charge_id='C2', amount='forty')", REFUND, FINAL])
+    assert world.log[1].error == "refund_charge: argument `amount` must be a number, got 'forty'"
+    assert res.reasons == ["WRONG_ARG refund_charge.amount: expected 49.99, got 'forty' at step 2",
+                           "NOT_EXECUTED refund_charge at step 2: refund_charge: argument `amount` must be a number, "
+                           "got 'forty'",
+                           "DUPLICATE_ACTION refund_charge(charge_id='C2') at step 3"]

@@ -196,6 +196,8 @@ class ToolWorld:
         decl = self.decls[call.name]
         rec.name, rec.kind = decl.name, decl.kind
         rec.kwargs = dict(call.kwargs)
+        if decl.id_param and isinstance(call.kwargs.get(decl.id_param), str):
+            rec.target = call.kwargs[decl.id_param].strip()
         args, err = _coerce(decl, call.kwargs)
         if err:
             rec.error = err
