@@ -348,3 +348,11 @@ def test_rejected_attempt_on_the_right_target_is_checked_and_not_executed():
                            "NOT_EXECUTED refund_charge at step 2: refund_charge: argument `amount` must be a number, "
                            "got 'forty'",
                            "DUPLICATE_ACTION refund_charge(charge_id='C2') at step 3"]
+
+
+def test_reasons_stay_short_for_huge_arguments():
+    huge = "R" * 5000
+    _, res = play("mini-V2", [GET_C2, GET_U1, REFUND, GET_C2, f"notify_customer(customer_id='U1', refund_id='{huge}')",
+                              FINAL])
+    assert len(res.reasons) == 1 and len(res.reasons[0]) < 200
+    assert res.reasons[0].startswith("UNBOUND_OUTPUT notify_customer.refund_id='RRRR")

@@ -123,8 +123,13 @@ def _req_reasons(led: Ledger, reqs: Iterable[Requirement], step: int, where: str
     return out
 
 
+def _short(value: Any, limit: int = 80) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
 def _call_repr(r: StepRecord, d: ToolDecl) -> str:
-    return f"{r.name}({d.id_param}={r.target!r})"
+    return f"{r.name}({d.id_param}={_short(r.target)})"
 
 
 def evaluate(case: Case, log: Sequence[StepRecord], tools: dict[str, ToolDecl], ledger: Ledger) -> EpisodeResult:
@@ -201,10 +206,10 @@ def evaluate(case: Case, log: Sequence[StepRecord], tools: dict[str, ToolDecl], 
                 real = dr.output if dr is not None and dr.executed else None
                 if real is None or not values_equal(real, got, "string"):
                     out_field = tools[src.tool].output.field
-                    reasons.append(f"UNBOUND_OUTPUT {a.tool}.{p}={got!r} at step {r.step}: not the "
+                    reasons.append(f"UNBOUND_OUTPUT {a.tool}.{p}={_short(got)} at step {r.step}: not the "
                                    f"{out_field} returned by {src.id} ({real or 'no such call executed'})")
             elif not values_equal(want.value, got, ptypes.get(p, "string")):
-                reasons.append(f"WRONG_ARG {a.tool}.{p}: expected {want.value!r}, got {got!r} at step {r.step}")
+                reasons.append(f"WRONG_ARG {a.tool}.{p}: expected {want.value!r}, got {_short(got)} at step {r.step}")
         if not r.executed and case.protocol != "V0":
             reasons.append(f"NOT_EXECUTED {a.tool} at step {r.step}: {r.error}")
     if case.protocol != "V0":
