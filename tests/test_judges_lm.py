@@ -289,6 +289,7 @@ def test_bench_judge_oracle_and_self_report(capsys):
     assert (out["accuracy"], out["kappa"], out["parse_errors"]) == (1.0, 1.0, 0)
     assert out["confusion"] == {"tp": 5, "fp": 0, "fn": 0, "tn": 15}
     assert (out["flip"]["pairs"], out["flip"]["flips"], out["flip"]["rate"]) == (400, 0, 0.0)
+    assert bench.run("oracle", "sample:1", flip_bases=4)["flip"]["pairs"] == 80  # 4 bases x 10 x 2
     out = bench.run("self-report", "sample:1", flip=False)
     # says 1 on all 20: p_o = 5/20 = 0.25; p_e = 1*0.25 + 0*0.75 = 0.25 -> κ = 0
     assert (out["accuracy"], out["kappa"]) == (0.25, 0.0)

@@ -200,7 +200,7 @@ def agreement(judge: Callable[[Any, Trajectory], Verdict],
 
 def run(judge: str = "oracle", tasks: str = "all", model: str | None = None, k: int = 1,
         temperature: float = 0.0, max_new_tokens: int = 16, flip: bool = True,
-        console: Console | None = None, judge_fn: Callable[[Any, Trajectory], Verdict] | None = None) -> dict[str, Any]:
+        flip_bases: int | None = None, console: Console | None = None, judge_fn: Callable[[Any, Trajectory], Verdict] | None = None) -> dict[str, Any]:
     """Run the benchmark; print the tables; return the numbers.
 
     Args:
@@ -209,6 +209,9 @@ def run(judge: str = "oracle", tasks: str = "all", model: str | None = None, k: 
         model: local checkpoint folder for ``lm`` (default: the embedded backbone).
         k, temperature, max_new_tokens: LM judge sampling (majority over k samples).
         flip: also measure the flip rate on :data:`judges.attacks.SUITE`.
+        flip_bases: use only the first N labelled trajectories (in task order: one success and
+            its three failures per task) as flip-rate bases (None = all); each base costs
+            1 + 40 judge calls.
         console: where to print (default: a new rich Console).
         judge_fn: a judge object to use instead of a named one (its name is printed as ``custom``).
 
@@ -231,7 +234,8 @@ def run(judge: str = "oracle", tasks: str = "all", model: str | None = None, k: 
                                       "failure": sum(1 - lab for _, _, lab, _ in labelled)}}
     out.update({k_: agr[k_] for k_ in ("accuracy", "kappa", "confusion", "parse_errors", "per_kind",
                                        "disagreements")})
-    rep = flip_rate(fn, [(t, tr, lab) for t, tr, lab, _ in labelled]) if flip else None
+    bases = [(t, tr, lab) for t, tr, lab, _ in labelled][:flip_bases]
+    rep = flip_rate(fn, bases) if flip else None
     out["flip"] = rep.to_dict() if rep is not None else None
 
     table = Table(title=f"advsim bench judge — judge={name}, {len(selected)} tasks, "

@@ -29,6 +29,14 @@ a dict, or None), ``target_taken`` (whether the executor took the accepted α's 
 after it was rendered; None without ζ) and ``trajectory`` (a :class:`judges.lm.Trajectory`
 with the world's record, ready for an LM judge or the oracle judge).
 
+Trajectory judge: WebForms-v0's own judge hook sees only the world's record, which is all the
+strict check needs but not what an LM judge reads. Pass ``judge=`` (e.g. an
+:class:`judges.lm.LMJudge`) and the wrapper judges the recorded trajectory at episode end: the
+final reward becomes ``float(j)`` and ``info`` gains ``judge_success``, ``judge_reasons`` and
+``judge_raw`` (the LM completions, [] for other judges), while ``info["success"]`` stays the
+environment's verdict (the strict check on the true state) — so judge-vs-strict disagreements
+are counted per episode.
+
 Adversaries are callables ``(AdversaryQuery) -> AdversaryDecision``: :class:`EngineAdversary`
 (any :class:`policies.engines.Engine`, JSON α), :class:`ScriptedAdversary`,
 :class:`WaitAdversary`, :class:`FixedAdversary`; :mod:`advsim.attacks` adds the built-in corpus
@@ -268,14 +276,17 @@ class ReactiveAdversaryEnv(gym.Wrapper):
             then only records the trajectory).
         max_queries: queries per episode (AdvSim2Real: 11).
         max_query_tokens: generated tokens per query (AdvSim2Real: 256).
+        judge: optional ``(task, Trajectory) -> Verdict`` applied to the recorded trajectory at
+            episode end (see the module docstring).
 
     Raises:
         ValueError: a negative budget.
     """
 
     def __init__(self, env: gym.Env, adversary: Adversary | None, max_queries: int = MAX_QUERIES,
-                 max_query_tokens: int = MAX_QUERY_TOKENS):
+                 max_query_tokens: int = MAX_QUERY_TOKENS, judge: Callable[[Task, Trajectory], Any] | None = None):
         super().__init__(env)
+        self.judge = judge
         if max_queries < 0 or max_query_tokens < 0:
             raise ValueError("budgets must be >= 0")
         self.adversary = adversary
@@ -384,6 +395,11 @@ class ReactiveAdversaryEnv(gym.Wrapper):
             info["trajectory"] = Trajectory(goal=self._goal, pages=list(self._pages), actions=list(self._actions),
                                             errors=list(self._errors), message=self._message,
                                             task_id=self._task_id, record=info.get("record"))
+            if self.judge is not None:
+                v = self.judge(self.unwrapped.task, info["trajectory"])
+                reward = float(v.success)
+                info.update(judge_success=bool(v.success), judge_reasons=list(v.reasons),
+                            judge_raw=list(getattr(v, "raw", [])))
         return obs, reward, terminated, truncated, info
 
 
