@@ -15,12 +15,51 @@ checkbox toggles it, on a radio button selects it, and on a text box does nothin
 
 from __future__ import annotations
 
+import re
 from typing import Sequence
 
 from forms_bench.actions import Action
 from forms_bench.schema import FormField, Task, Value
 from worlds.web.axtree import AXNode, serialize
-from worlds.web.world import ActionError, EpisodeRecord, collapse_whitespace, resolve, sanitize_input_value
+from worlds.web.world import ActionError, EpisodeRecord, resolve
+
+_COLLAPSIBLE = re.compile(r"[ \t\n\r]+")
+_ASCII_SPACE = " \t\n\x0b\x0c\r"
+
+
+def rendered_text(text: str) -> str:
+    """The text Chromium exposes (``StaticText`` name) for a text node of a block element, as
+    measured against Chromium by ``tests/test_browser.py``.
+
+    CSS white-space collapsing turns each run of space, tab, LF and CR into one space and
+    trims spaces at both ends; other characters (form feed, vertical tab, no-break space,
+    U+2028, zero-width and control characters) are kept as they are. A text that is empty or
+    consists of ASCII whitespace only (``' \\t\\n\\v\\f\\r'``) renders nothing (``''``).
+    """
+    if text.strip(_ASCII_SPACE) == "":
+        return ""
+    return _COLLAPSIBLE.sub(" ", text).strip(" ")
+
+
+def fill_value(kind: str, old: str, value: str) -> str:
+    """The value a text box holds after Playwright's ``fill(value)`` in Chromium.
+
+    Args:
+        kind: ``text`` (single-line input) or ``textarea``.
+        old: the value before.
+        value: the filled text.
+
+    Returns:
+        Text areas: ``value`` with CRLF and CR turned into LF. Single-line inputs: CRLF and CR
+        become LF, trailing LFs are dropped and the other LFs become spaces — except that
+        filling exactly ``'\\n'`` leaves the old value (Chromium treats it as a line-break
+        command, which a single-line input ignores). Measured by ``tests/test_browser.py``.
+    """
+    if kind == "textarea":
+        return value.replace("\r\n", "\n").replace("\r", "\n")
+    if value == "\n":
+        return old
+    return value.replace("\r\n", "\n").replace("\r", "\n").rstrip("\n").replace("\n", " ")
 
 
 def _field_nodes(f: FormField, value: Value) -> list[AXNode]:
@@ -37,22 +76,26 @@ def _field_nodes(f: FormField, value: Value) -> list[AXNode]:
 
 
 def _text(role: str, text: str) -> AXNode:
-    text = collapse_whitespace(text)
+    text = rendered_text(text)
     return AXNode(role, "", children=[AXNode("StaticText", text)] if text else [])
+
+
+def _paragraphs(texts) -> list[AXNode]:
+    # An empty paragraph has no box and no accessibility node in Chromium.
+    return [_text("paragraph", t) for t in texts if rendered_text(t)]
 
 
 def _content_nodes(task: Task, injections: Sequence[str]) -> list[AXNode]:
     """Children of ``main`` before the form: heading, intro, injected notices, tables, rules."""
     page = task.page
-    kids = [AXNode("heading", page.title), _text("paragraph", page.intro)]
-    kids.extend(_text("paragraph", inj) for inj in injections)
+    kids = [AXNode("heading", page.title), *_paragraphs([page.intro, *injections])]
     kids.append(AXNode("heading", "Records"))
     for t in page.tables:
         rows = [AXNode("row", "", children=[AXNode("columnheader", c) for c in t.columns])]
         rows += [AXNode("row", "", children=[AXNode("cell", c) for c in r]) for r in t.rows]
         kids.append(AXNode("table", t.caption, children=rows))
     kids.append(AXNode("heading", "Rules"))
-    kids.extend(_text("paragraph", r) for r in page.rules)
+    kids.extend(_paragraphs(page.rules))
     return kids
 
 
@@ -138,7 +181,8 @@ class SimWebWorld:
         elif target is None:  # noop
             pass
         elif name == "fill":
-            self._set(target.field.key, sanitize_input_value(target.field.kind, action.args[1]))
+            key = target.field.key
+            self._set(key, fill_value(target.field.kind, self.values[key], action.args[1]))
         elif name == "select_option":
             self._set(target.field.key, action.args[1])
         elif name == "check":
