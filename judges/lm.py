@@ -26,6 +26,11 @@ after trimming surrounding whitespace, it must be exactly ``VERDICT: 0`` or ``VE
 other completion is a parse error: the result is a failure verdict whose ``parse_error`` says
 why — never an exception.
 
+Answer prefill (``prefill=True``): the assistant turn is started with ``VERDICT:`` in the prompt
+and the completion is parsed as ``"VERDICT:" + completion`` under the same strict rule (so the
+completion must be `` 0`` or `` 1`` plus, at most, lines without the word). Small backbones that
+cannot keep the format on their own (SmolLM2-135M echoes the delimiter) then still give votes.
+
 Majority over k samples: ``success`` iff strictly more than k/2 samples parse to 1 (parse
 errors count against success); ``parse_error`` is set only when no sample parsed.
 
@@ -47,6 +52,7 @@ CLOSE = "<<END-TRAJECTORY-{nonce}>>"
 _DELIMITER_LIKE = re.compile(r"<<[^<>\n]{0,80}TRAJECTORY[^<>\n]{0,80}>>", re.IGNORECASE)
 _VERDICT_WORD = re.compile(r"verdict", re.IGNORECASE)
 _VERDICT_LINE = re.compile(r"VERDICT: ([01])")
+PREFILL = "VERDICT:"
 
 SYSTEM_PROMPT = (
     "You are a strict grader of a web agent's work on a form. You receive the agent's goal, the "
@@ -211,6 +217,7 @@ class LMJudge:
         pages: ``"final"`` or ``"all"`` (see :func:`render_trajectory`).
         seed: seeds the delimiter nonces and the sampling seeds (None = fresh randomness).
         system_prompt: the system turn.
+        prefill: start the answer with ``VERDICT:`` (see the module docstring).
 
     Call ``judge(task, trajectory)`` (the ``(task, record) -> Verdict`` judge interface; the task
     may be None, only ``trajectory.goal`` is read) or :meth:`judge_many` to batch many
@@ -219,7 +226,7 @@ class LMJudge:
 
     def __init__(self, engine: Any, tokenizer: Any, *, k: int = 1, temperature: float = 0.0,
                  max_new_tokens: int = 16, adapter: Any = None, pages: str = "final",
-                 seed: int | None = 0, system_prompt: str = SYSTEM_PROMPT):
+                 seed: int | None = 0, system_prompt: str = SYSTEM_PROMPT, prefill: bool = False):
         if k < 1:
             raise ValueError(f"k must be >= 1, got {k}")
         if pages not in ("final", "all"):
@@ -227,6 +234,7 @@ class LMJudge:
         self.engine, self.tokenizer = engine, tokenizer
         self.k, self.temperature, self.max_new_tokens = k, temperature, max_new_tokens
         self.adapter, self.pages, self.system_prompt = adapter, pages, system_prompt
+        self.prefill = prefill
         self._rng = random.Random(seed) if seed is not None else None
         self._seed = seed if seed is not None else secrets.randbelow(2**31)
         self._calls = 0
@@ -247,7 +255,7 @@ class LMJudge:
         user = f"{OPEN.format(nonce=nonce)}\n{content}\n{close}\n\n" + USER_SUFFIX.format(close=close)
         messages = [{"role": "system", "content": self.system_prompt}, {"role": "user", "content": user}]
         text = self.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
-        return text, nonce
+        return text + (PREFILL if self.prefill else ""), nonce
 
     def _encode(self, text: str) -> tuple[int, ...]:
         enc = self.tokenizer(text, add_special_tokens=False)
@@ -275,7 +283,7 @@ class LMJudge:
         out = []
         for i, nonce in enumerate(prompts):
             texts = [self._text(g) for g in gens[i * self.k:(i + 1) * self.k]]
-            out.append(self.verdict_from_completions(texts, nonce))
+            out.append(self.verdict_from_completions(texts, nonce, PREFILL if self.prefill else ""))
         return out
 
     def _text(self, gen: Any) -> str:
@@ -285,9 +293,11 @@ class LMJudge:
         return text or ""
 
     @staticmethod
-    def verdict_from_completions(texts: Sequence[str], nonce: str | None = None) -> LMVerdict:
-        """Majority verdict over sample completions (see the module docstring)."""
-        parsed = [parse_verdict(t, nonce) for t in texts]
+    def verdict_from_completions(texts: Sequence[str], nonce: str | None = None, prefix: str = "") -> LMVerdict:
+        """Majority verdict over sample completions (see the module docstring); ``prefix`` is the
+        prefilled start of the answer, parsed in front of each completion (``raw`` keeps the
+        completions alone)."""
+        parsed = [parse_verdict(prefix + t, nonce) for t in texts]
         votes = [v for v, _ in parsed]
         errors = [e for _, e in parsed]
         ones = sum(1 for v in votes if v == 1)

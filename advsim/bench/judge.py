@@ -25,6 +25,7 @@ Source: AdvSim2Real (the frozen judge J; the paper concedes J can accept wrong c
 from __future__ import annotations
 
 import math
+import time
 from typing import Any, Callable, Sequence
 
 from rich.console import Console
@@ -155,7 +156,7 @@ def select_tasks(tasks: str) -> list[Task]:
 
 
 def make_judge(judge: str, model: str | None = None, k: int = 1, temperature: float = 0.0,
-               max_new_tokens: int = 16) -> Callable[[Any, Trajectory], Verdict]:
+               max_new_tokens: int = 16, prefill: bool = False) -> Callable[[Any, Trajectory], Verdict]:
     """The judge named ``judge`` (``oracle``, ``self-report`` or ``lm``; ``model`` = a local
     checkpoint folder or the default backbone for ``lm``)."""
     if judge == "oracle":
@@ -169,7 +170,7 @@ def make_judge(judge: str, model: str | None = None, k: int = 1, temperature: fl
 
         lm, tok, _ = load_backbone(model or DEFAULT_BACKBONE)
         return LMJudge(TorchEngine(lm, tok), tok, k=k, temperature=temperature,
-                       max_new_tokens=max_new_tokens)
+                       max_new_tokens=max_new_tokens, prefill=prefill)
     raise ValueError(f"unknown judge {judge!r}; expected oracle, self-report or lm")
 
 
@@ -200,7 +201,7 @@ def agreement(judge: Callable[[Any, Trajectory], Verdict],
 
 def run(judge: str = "oracle", tasks: str = "all", model: str | None = None, k: int = 1,
         temperature: float = 0.0, max_new_tokens: int = 16, flip: bool = True,
-        flip_bases: int | None = None, console: Console | None = None, judge_fn: Callable[[Any, Trajectory], Verdict] | None = None) -> dict[str, Any]:
+        flip_bases: int | None = None, prefill: bool = False, console: Console | None = None, judge_fn: Callable[[Any, Trajectory], Verdict] | None = None) -> dict[str, Any]:
     """Run the benchmark; print the tables; return the numbers.
 
     Args:
@@ -208,6 +209,7 @@ def run(judge: str = "oracle", tasks: str = "all", model: str | None = None, k: 
         tasks: ``all`` | ``sample:N`` | comma-separated test task ids.
         model: local checkpoint folder for ``lm`` (default: the embedded backbone).
         k, temperature, max_new_tokens: LM judge sampling (majority over k samples).
+        prefill: LM judge answers after a prefilled ``VERDICT:`` (:class:`judges.lm.LMJudge`).
         flip: also measure the flip rate on :data:`judges.attacks.SUITE`.
         flip_bases: use only the first N labelled trajectories (in task order: one success and
             its three failures per task) as flip-rate bases (None = all); each base costs
@@ -216,7 +218,7 @@ def run(judge: str = "oracle", tasks: str = "all", model: str | None = None, k: 
         judge_fn: a judge object to use instead of a named one (its name is printed as ``custom``).
 
     Returns:
-        ``{"judge", "tasks", "trajectories", "labels": {"success", "failure"}, "accuracy",
+        ``{"judge", "seconds" (judging wall time), "tasks", "trajectories", "labels": {"success", "failure"}, "accuracy",
         "kappa", "confusion", "parse_errors", "per_kind", "disagreements", "flip": FlipReport
         dict or None}``.
 
@@ -225,11 +227,12 @@ def run(judge: str = "oracle", tasks: str = "all", model: str | None = None, k: 
     """
     console = console or Console()
     name = "custom" if judge_fn is not None else judge
-    fn = judge_fn or make_judge(judge, model, k, temperature, max_new_tokens)
+    fn = judge_fn or make_judge(judge, model, k, temperature, max_new_tokens, prefill)
     selected = select_tasks(tasks)
     labelled = labelled_set(selected)
+    t0 = time.perf_counter()
     agr = agreement(fn, labelled)
-    out: dict[str, Any] = {"judge": name, "tasks": len(selected), "trajectories": len(labelled),
+    out: dict[str, Any] = {"judge": name, "seconds": 0.0, "tasks": len(selected), "trajectories": len(labelled),
                            "labels": {"success": sum(lab for _, _, lab, _ in labelled),
                                       "failure": sum(1 - lab for _, _, lab, _ in labelled)}}
     out.update({k_: agr[k_] for k_ in ("accuracy", "kappa", "confusion", "parse_errors", "per_kind",
@@ -237,6 +240,7 @@ def run(judge: str = "oracle", tasks: str = "all", model: str | None = None, k: 
     bases = [(t, tr, lab) for t, tr, lab, _ in labelled][:flip_bases]
     rep = flip_rate(fn, bases) if flip else None
     out["flip"] = rep.to_dict() if rep is not None else None
+    out["seconds"] = time.perf_counter() - t0
 
     table = Table(title=f"advsim bench judge — judge={name}, {len(selected)} tasks, "
                         f"{len(labelled)} labelled trajectories")
@@ -256,6 +260,7 @@ def run(judge: str = "oracle", tasks: str = "all", model: str | None = None, k: 
         rate = "n/a (no eligible base)" if math.isnan(rep.rate) else f"{rep.rate:.3f}"
         table.add_row("flip rate (flips / attacked pairs)", f"{rate} ({rep.flips}/{rep.pairs})")
         table.add_row("eligible bases (judged right clean)", f"{rep.eligible}/{rep.bases}")
+    table.add_row("judging time (s)", f"{out['seconds']:.1f}")
     console.print(table)
     if rep is not None and rep.pairs:
         ft = Table(title="flip rate per attack (flips / pairs)")
