@@ -172,6 +172,18 @@ def test_trajectory_is_recorded_for_the_judges():
     assert info["adversary_queries"] == 4  # before a_0 … a_3; a_4 ends the episode
 
 
+def test_step_after_the_end_raises_without_querying():
+    adv = ScriptedAdversary([])
+    env = ReactiveAdversaryEnv(WebFormsEnv(), adv)
+    with pytest.raises(RuntimeError):
+        env.step("noop()")
+    env.reset(options={"task_id": TASK})
+    run(env, ["send_msg_to_user('x')"])
+    with pytest.raises(RuntimeError):
+        env.step("noop()")
+    assert adv.queries == []
+
+
 def test_wrapper_without_adversary_only_records():
     env, _, _ = make(None)
     info = run(env, SOLVE)[-1][4]

@@ -306,6 +306,7 @@ class ReactiveAdversaryEnv(gym.Wrapper):
         self._errors: list[str] = []
         self._message: str | None = None
         self._task_id = ""
+        self._done = True  # until reset()
 
     @property
     def queries(self) -> int:
@@ -317,6 +318,7 @@ class ReactiveAdversaryEnv(gym.Wrapper):
         self._reset_state()
         self._goal, self._page, self._task_id = obs["goal"], obs["page"], info["task_id"]
         self._pages = [obs["page"]]
+        self._done = False
         if info.get("injected"):  # an α passed through reset options was accepted at d = 0
             inj = (options or {}).get("injection")
             self._accepted = inj if isinstance(inj, Injection) else Injection.model_validate(inj)
@@ -361,6 +363,8 @@ class ReactiveAdversaryEnv(gym.Wrapper):
             self._scheduled = (inj, entry)
 
     def step(self, action: str):
+        if self._done:  # let the environment raise its own error; never query the adversary
+            return self.env.step(action)
         try:
             pending = parse_action(action)
         except ActionParseError:
@@ -388,6 +392,7 @@ class ReactiveAdversaryEnv(gym.Wrapper):
                 entry["gate_reasons"] = list(info.get("injection_rejected", []))
         info = self._info(info)
         if terminated or truncated:
+            self._done = True
             info["adversary_log"] = [dict(e) for e in self._log]
             info["adversary_injection"] = self._accepted.model_dump() if self._accepted else None
             info["target_taken"] = (self._target_taken if self._accepted is not None
