@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import json
 import logging
+import sys
 import threading
 from collections import OrderedDict
 from http import HTTPStatus
@@ -48,6 +49,19 @@ TaskSource = Mapping[str, Task] | Callable[[str], Task | None]
 (a loader may also raise :class:`KeyError` for an unknown id)."""
 
 HOST = "127.0.0.1"
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A client that drops its connection (a closed browser context) is routine: log it at
+        DEBUG instead of printing a traceback; anything else is logged as an error."""
+        exc = sys.exc_info()[1]
+        if isinstance(exc, (ConnectionError, TimeoutError, OSError)):
+            log.debug("page server: connection from %s ended: %s", client_address, exc)
+        else:
+            log.exception("page server: error on a connection from %s", client_address)
 
 
 class _HTTPError(Exception):
@@ -104,8 +118,7 @@ class PageServer:
         if self._httpd is not None:
             return self
         handler = type("_BoundHandler", (_Handler,), {"server_app": self, "timeout": self.timeout_s})
-        httpd = ThreadingHTTPServer((HOST, self._port), handler)
-        httpd.daemon_threads = True
+        httpd = _Server((HOST, self._port), handler)
         self._httpd = httpd
         self._thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.1},
                                         name=f"PageServer:{httpd.server_address[1]}", daemon=True)
@@ -318,6 +331,8 @@ class _Handler(BaseHTTPRequestHandler):
         if code == 501:  # unknown method: this server answers only GET/POST
             code, message = 405, f"method {self.command!r} not allowed"
         self.close_connection = True
+        if getattr(self, "request_version", "HTTP/0.9") == "HTTP/0.9":
+            self.request_version = "HTTP/1.0"  # always answer with a status line and headers
         self._json(code, {"error": message or phrase}, {"Allow": "GET, POST"} if code == 405 else None)
 
     def __getattr__(self, name: str):
