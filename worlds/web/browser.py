@@ -44,6 +44,7 @@ import time
 from typing import Any, Callable, Sequence, TypeVar
 
 from playwright.sync_api import Error as PlaywrightError
+from playwright.sync_api import TimeoutError as PlaywrightTimeoutError
 from playwright.sync_api import sync_playwright
 
 from forms_bench.actions import Action
@@ -77,6 +78,38 @@ _INJECT_JS = """(text) => {
   p.textContent = text;
   anchor.after(p);
 }"""
+
+
+class _SharedPlaywright:
+    """One Playwright driver per thread, shared by the BrowserWorlds of that thread (the sync
+    API allows only one running instance per thread); stopped when its last user releases it."""
+
+    _lock = threading.Lock()
+    _by_thread: dict[int, list] = {}
+
+    @classmethod
+    def acquire(cls):
+        tid = threading.get_ident()
+        with cls._lock:
+            entry = cls._by_thread.get(tid)
+            if entry is None:
+                entry = cls._by_thread[tid] = [sync_playwright().start(), 0]
+            entry[1] += 1
+            return entry[0]
+
+    @classmethod
+    def release(cls, pw) -> None:
+        with cls._lock:
+            for tid, entry in list(cls._by_thread.items()):
+                if entry[0] is pw:
+                    entry[1] -= 1
+                    if entry[1] > 0:
+                        return
+                    del cls._by_thread[tid]
+                    break
+            else:
+                return
+        pw.stop()
 
 
 class BrowserWorldError(RuntimeError):
@@ -124,12 +157,14 @@ def _descendants(pid: int) -> list[int]:
     return out
 
 
-def _cmdline(pid: int) -> list[bytes]:
+def _cmdline(pid: int) -> bytes:
+    """The command line of a process, arguments joined by spaces (Chromium's child processes
+    rewrite theirs into one string); b'' if it is gone."""
     try:
         with open(f"/proc/{pid}/cmdline", "rb") as fh:
-            return fh.read().split(b"\0")
+            return fh.read().replace(b"\0", b" ")
     except OSError:
-        return []
+        return b""
 
 
 class _Watchdog:
@@ -179,7 +214,7 @@ class _Watchdog:
     def _kill(self) -> None:
         marker = (self.marker or "").encode()
         pids = [p for p in _descendants(os.getpid())
-                if marker and marker in _cmdline(p) and not any(a.startswith(b"--type=") for a in _cmdline(p))]
+                if marker and marker in _cmdline(p) and b"--type=" not in _cmdline(p)]
         if not pids:
             log.error("BrowserWorld watchdog: %s hung and Chromium's process was not found", self._what)
             return
@@ -248,6 +283,31 @@ class BrowserWorld:
         self._last_obs: str | None = None
         self._watchdog = _Watchdog(self._uid)
 
+    # -- introspection (tests, debugging) ----------------------------------------------------
+
+    @property
+    def page(self):
+        """The live Playwright page of the current episode (None before :meth:`reset`). For
+        tests and debugging: acting through it bypasses the action history used for replay."""
+        return self._page
+
+    @property
+    def session(self) -> str | None:
+        """The page server session id of the current page (changes when a page is restored)."""
+        return self._session
+
+    def process_ids(self) -> dict[str, list[int]]:
+        """This world's Chromium processes (Linux ``/proc``): ``{"browser": [pid],
+        "renderers": [pid, ...]}``; empty lists when none is running."""
+        marker = (self._watchdog.marker or "").encode()
+        if not marker:
+            return {"browser": [], "renderers": []}
+        browser = [p for p in _descendants(os.getpid())
+                   if marker in _cmdline(p) and b"--type=" not in _cmdline(p)]
+        renderers = [p for p in (_descendants(browser[0]) if browser else ())
+                     if b"--type=renderer" in _cmdline(p)]
+        return {"browser": browser, "renderers": renderers}
+
     # -- lifecycle ---------------------------------------------------------------------------
 
     def __enter__(self) -> "BrowserWorld":
@@ -260,12 +320,16 @@ class BrowserWorld:
         """Close the page, context and browser, stop Playwright and (if private) the server.
         Idempotent; never raises."""
         self._close_context()
-        for obj, meth in ((self._browser, "close"), (self._pw, "stop")):
-            if obj is not None:
-                try:
-                    self._guard(lambda: getattr(obj, meth)(), f"{meth} Playwright")
-                except Exception as e:  # noqa: BLE001 - closing must not raise
-                    log.debug("BrowserWorld.close: %s failed: %s", meth, e)
+        if self._browser is not None:
+            try:
+                self._guard(self._browser.close, "closing Chromium")
+            except Exception as e:  # noqa: BLE001 - closing must not raise
+                log.debug("BrowserWorld.close: closing Chromium failed: %s", e)
+        if self._pw is not None:
+            try:
+                self._guard(lambda: _SharedPlaywright.release(self._pw), "stopping Playwright")
+            except Exception as e:  # noqa: BLE001 - closing must not raise
+                log.debug("BrowserWorld.close: stopping Playwright failed: %s", e)
         self._browser = None
         self._pw = None
         if self.task is not None and self._session is not None:
@@ -277,7 +341,7 @@ class BrowserWorld:
 
     def _launch(self) -> None:
         if self._pw is None:
-            self._pw = sync_playwright().start()
+            self._pw = _SharedPlaywright.acquire()
         self._launches += 1
         self._watchdog.marker = f"--advsim-browser={self._uid}-{self._launches}"
         self._browser = self._guard(lambda: self._pw.chromium.launch(
@@ -329,9 +393,10 @@ class BrowserWorld:
 
     # -- guarded execution -------------------------------------------------------------------
 
-    def _guard(self, fn: Callable[[], T], what: str) -> T:
-        """Run one browser interaction under the watchdog."""
-        self._watchdog.arm(self.hang_timeout_s, what)
+    def _guard(self, fn: Callable[[], T], what: str, seconds: float | None = None) -> T:
+        """Run one browser interaction under the watchdog (``seconds``, default
+        ``hang_timeout_s``)."""
+        self._watchdog.arm(self.hang_timeout_s if seconds is None else seconds, what)
         try:
             return fn()
         finally:
@@ -344,9 +409,21 @@ class BrowserWorld:
             raise _Restart("the page crashed")
         return self._guard(lambda: self._cdp.send(method, params or {}), f"CDP {method}")
 
-    def _run(self, fn: Callable[[], T], what: str) -> T:
+    def _page_healthy(self) -> bool:
+        """Whether the page still runs scripts (answers within 2 s; a hung page gets Chromium
+        killed by the watchdog and reports False)."""
+        try:
+            return self._guard(lambda: self._page.evaluate("() => 1"), "checking the page", 2.0) == 1
+        except PlaywrightError:
+            return False
+
+    def _run(self, fn: Callable[[], T], what: str, timeout_is_noop: bool = False) -> T | None:
         """Run ``fn`` (browser work on the current page); on failure restore the page from the
-        history and retry, at most ``max_restarts`` times in a row."""
+        history and retry, at most ``max_restarts`` times in a row.
+
+        With ``timeout_is_noop`` (actions), a Playwright timeout on a page that still answers
+        means the element never became actionable: that is logged as an ERROR (the sim and
+        the browser disagree on the element) and the action has no effect — no restart."""
         failures = 0
         cause = None
         while True:
@@ -358,6 +435,21 @@ class BrowserWorld:
                 if self._page is None:
                     raise _Restart("no page is open")
                 return fn()
+            except PlaywrightTimeoutError as e:
+                if timeout_is_noop and not self._crashed and self._page_healthy():
+                    log.error("BrowserWorld: %s on task %s: the element did not become actionable "
+                              "within %d ms; the action had no effect", what, self._task_id(),
+                              self.action_timeout_ms)
+                    return None
+                failures += 1
+                cause = f"TimeoutError: {str(e).splitlines()[0]}"
+                if self._watchdog.fired:
+                    cause += " (hung; Chromium killed by the watchdog)"
+                    self._watchdog.fired = False
+                if failures > self.max_restarts:
+                    raise BrowserWorldError(
+                        f"BrowserWorld: {what} on task {self._task_id()} failed {failures} times in a "
+                        f"row; last cause: {cause}") from e
             except (PlaywrightError, _Restart) as e:
                 failures += 1
                 msg = str(e).splitlines()[0] if str(e) else ""
@@ -405,6 +497,10 @@ class BrowserWorld:
     def _apply(self, action: Action, target: Target | None) -> None:
         name, force = action.name, self.force
         if target is None:  # noop / send_msg_to_user: nothing happens on the page
+            return
+        if target.kind == "status":
+            # The status region has no behaviour (and no box while it is empty, so a pointer
+            # could not hit it): a click does nothing, as in the simulated world.
             return
         what = f"{action.to_text()[:60]}"
         if name == "fill":
@@ -517,7 +613,7 @@ class BrowserWorld:
         target = resolve(task, action)
         if action.name == "send_msg_to_user":
             self._message = action.args[0]
-        self._run(lambda: self._apply(action, target), action.to_text()[:60])
+        self._run(lambda: self._apply(action, target), action.to_text()[:60], timeout_is_noop=True)
         if target is not None:
             self._history.append(("act", action))
         obs = self.observe()
