@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import random
 import statistics
-from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
 from advsim.config import TrainConfig
@@ -38,20 +37,7 @@ from forms_bench.proposal import TaskProposal, instantiate
 from forms_bench.schema import Task
 from policies.engines import GenerationRequest
 from policies.grpo import Sample
-
-
-@dataclass
-class RoleIO:
-    """Prompt builders and parsers of the three roles (from :mod:`policies.roles`).
-
-    Parsers return the parsed object or raise ``ValueError`` with a precise message.
-    """
-
-    executor_prompt: Callable[[str, str, Sequence[str], str], list[int]]
-    curriculum_prompt: Callable[[str, Sequence[str]], list[int]]
-    parse_curriculum: Callable[[str], TaskProposal]
-    adversary_prompt: Callable[[str, str, Sequence[str]], list[int]]
-    parse_adversary: Callable[[str], Injection]
+from policies.roles import RoleIO
 
 
 def _seed(cfg: TrainConfig, stage: int, iteration: int, part: int) -> int:

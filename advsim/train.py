@@ -36,9 +36,9 @@ def phases(cfg: TrainConfig) -> list[str]:
 
 def role_io(tokenizer) -> RoleIO:
     """The roles' prompts and parsers from :mod:`policies.roles`, bound to a tokenizer."""
-    from policies import roles
+    from policies.roles import role_io as make
 
-    return roles.role_io(tokenizer)
+    return make(tokenizer)
 
 
 def build_learner(cfg: TrainConfig, run: RunDir):
