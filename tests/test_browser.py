@@ -35,6 +35,7 @@ from worlds.web.world import ActionError
     ("\x00 ", "\x00"),
     (" \t\n\x0b\x0c\r ", ""),      # ASCII whitespace only: nothing rendered
     ("", ""),
+    ("a\ud83d\ude00\ud800", "a😀\ud800"),  # UTF-16: pairs join, a lone surrogate stays
 ])
 def test_rendered_text(text, want):
     assert rendered_text(text) == want
@@ -50,6 +51,8 @@ def test_rendered_text(text, want):
     ("text", "old", "\t\n", "\t"),
     ("textarea", "old", "a\r\nb\rc\n", "a\nb\nc\n"),
     ("textarea", "old", "\n", "\n"),
+    ("text", "old", "a\ud83d\ude00\udc00", "a😀\ufffd"),  # pairs join, lone surrogates -> U+FFFD
+    ("textarea", "old", "\ud800b", "\ufffdb"),
 ])
 def test_fill_value(kind, old, value, want):
     assert fill_value(kind, old, value) == want
@@ -213,7 +216,8 @@ def _fuzz_strings() -> list[str]:
     chars = [chr(c) for c in range(0x21)] + list("\x7f\x85\xa0\u1680\u2000\u2028\u2029\u200b\u200d"
                                                   "\ufeff\u202e\u3000\u0301😀\ufffdé\"'\\<>&")
     out = [c for c in chars] + [f"a{c}b" for c in chars] + [f" {c} " for c in chars]
-    out += ["  lead", "trail  ", "", "x" * 10000, "a\r\n\r\nb", "\n\na", "a\n", "__import__('os')"]
+    out += ["  lead", "trail  ", "", "x" * 10000, "a\r\n\r\nb", "\n\na", "a\n", "__import__('os')",
+            "c\udfffd", "\ud83d\ude00", "a\udc00\ud800b"]
     rnd = random.Random(1234)
     out += ["".join(rnd.choice(chars + ["a", " "]) for _ in range(rnd.randint(1, 12))) for _ in range(40)]
     return out

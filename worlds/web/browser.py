@@ -178,7 +178,7 @@ class _Watchdog:
         self._what = ""
         self.marker: str | None = None
         self.fired = False
-        self._closed = False
+        self.closed = False
         self._thread = threading.Thread(target=self._run, name=f"{name}-watchdog", daemon=True)
         self._thread.start()
 
@@ -194,12 +194,12 @@ class _Watchdog:
 
     def close(self) -> None:
         with self._cond:
-            self._closed = True
+            self.closed = True
             self._cond.notify()
 
     def _run(self) -> None:
         with self._cond:
-            while not self._closed:
+            while not self.closed:
                 if self._deadline is None:
                     self._cond.wait()
                     continue
@@ -235,8 +235,10 @@ class BrowserWorld:
             127.0.0.1 (stopped by :meth:`close`). Tasks passed to :meth:`reset` are added to it.
         executable_path: the Chromium binary.
         launch_args: Chromium command-line flags.
-        action_timeout_ms: Playwright timeout of one action or query (ms); an element that does
-            not become actionable within it counts as a page failure.
+        action_timeout_ms: Playwright timeout of one action (ms). If the element does not
+            become actionable within it while the page still answers, the action has no effect
+            and an ERROR is logged (the sim and Chromium disagree on that element); if the page
+            does not answer, the page is restored as after a crash.
         navigation_timeout_ms: timeout of loading the task page (ms).
         hang_timeout_s: watchdog limit of one browser interaction (s); beyond it Chromium is
             killed and restarted.
@@ -340,13 +342,16 @@ class BrowserWorld:
         self.task = None
 
     def _launch(self) -> None:
+        if self._watchdog.closed:  # reused after close()
+            self._watchdog = _Watchdog(self._uid)
         if self._pw is None:
             self._pw = _SharedPlaywright.acquire()
         self._launches += 1
         self._watchdog.marker = f"--advsim-browser={self._uid}-{self._launches}"
         self._browser = self._guard(lambda: self._pw.chromium.launch(
             executable_path=self.executable_path,
-            args=[*self.launch_args, self._watchdog.marker]), "launching Chromium")
+            args=[*self.launch_args, self._watchdog.marker]), "launching Chromium",
+            max(self.hang_timeout_s, 60.0))
         log.debug("BrowserWorld %s: launched Chromium %s", self._uid, self._browser.version)
 
     def _close_context(self) -> None:

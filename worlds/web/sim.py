@@ -25,6 +25,7 @@ from worlds.web.world import ActionError, EpisodeRecord, resolve
 
 _COLLAPSIBLE = re.compile(r"[ \t\n\r]+")
 _ASCII_SPACE = " \t\n\x0b\x0c\r"
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def rendered_text(text: str) -> str:
@@ -35,7 +36,11 @@ def rendered_text(text: str) -> str:
     trims spaces at both ends; other characters (form feed, vertical tab, no-break space,
     U+2028, zero-width and control characters) are kept as they are. A text that is empty or
     consists of ASCII whitespace only (``' \\t\\n\\v\\f\\r'``) renders nothing (``''``).
+    Text is UTF-16 in the page: a surrogate pair written as two code points becomes one
+    character; a lone surrogate stays.
     """
+    if _SURROGATE.search(text):
+        text = text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "surrogatepass")
     if text.strip(_ASCII_SPACE) == "":
         return ""
     return _COLLAPSIBLE.sub(" ", text).strip(" ")
@@ -53,8 +58,12 @@ def fill_value(kind: str, old: str, value: str) -> str:
         Text areas: ``value`` with CRLF and CR turned into LF. Single-line inputs: CRLF and CR
         become LF, trailing LFs are dropped and the other LFs become spaces — except that
         filling exactly ``'\\n'`` leaves the old value (Chromium treats it as a line-break
-        command, which a single-line input ignores). Measured by ``tests/test_browser.py``.
+        command, which a single-line input ignores). In both, a surrogate pair written as two
+        code points becomes one character and a lone surrogate becomes U+FFFD. Measured by
+        ``tests/test_browser.py``.
     """
+    if _SURROGATE.search(value):
+        value = value.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
     if kind == "textarea":
         return value.replace("\r\n", "\n").replace("\r", "\n")
     if value == "\n":
