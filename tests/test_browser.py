@@ -354,3 +354,18 @@ def test_step_latency(world):
     lat = sorted(world.latencies_ms)
     assert len(lat) >= 10
     assert lat[len(lat) // 2] < 250, lat
+
+
+@browser
+def test_unactionable_element_is_a_logged_noop(caplog):
+    caplog.set_level(logging.WARNING, logger="worlds.web.browser")
+    with BrowserWorld(action_timeout_ms=500) as world:
+        world.reset(SAMPLE)
+        world.page.evaluate("() => { document.querySelector('[bid=\"22\"]').style.display = 'none'; }")
+        before = world.observe()
+        assert world.step(parse_action("click('22')")) == before
+        assert world.record().events == []
+        assert world.restarts == 0
+    errors = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+    assert errors == ["BrowserWorld: click('22') on task demo-1: the element did not become "
+                      "actionable within 500 ms; the action had no effect"]

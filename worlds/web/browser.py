@@ -283,6 +283,7 @@ class BrowserWorld:
         self._history: list[tuple[str, Any]] = []
         self._message: str | None = None
         self._last_obs: str | None = None
+        self._obs_history_len = 0
         self._watchdog = _Watchdog(self._uid)
 
     # -- introspection (tests, debugging) ----------------------------------------------------
@@ -369,7 +370,7 @@ class BrowserWorld:
         if self._browser is None or not self._browser.is_connected():
             if self._browser is not None:
                 try:
-                    self._browser.close()
+                    self._guard(self._browser.close, "closing a disconnected Chromium")
                 except Exception:  # noqa: BLE001 - it is dead already
                     pass
             self._launch()
@@ -440,22 +441,13 @@ class BrowserWorld:
                 if self._page is None:
                     raise _Restart("no page is open")
                 return fn()
-            except PlaywrightTimeoutError as e:
-                if timeout_is_noop and not self._crashed and self._page_healthy():
+            except (PlaywrightError, _Restart) as e:
+                if (timeout_is_noop and isinstance(e, PlaywrightTimeoutError) and not self._crashed
+                        and self._page_healthy()):
                     log.error("BrowserWorld: %s on task %s: the element did not become actionable "
                               "within %d ms; the action had no effect", what, self._task_id(),
                               self.action_timeout_ms)
                     return None
-                failures += 1
-                cause = f"TimeoutError: {str(e).splitlines()[0]}"
-                if self._watchdog.fired:
-                    cause += " (hung; Chromium killed by the watchdog)"
-                    self._watchdog.fired = False
-                if failures > self.max_restarts:
-                    raise BrowserWorldError(
-                        f"BrowserWorld: {what} on task {self._task_id()} failed {failures} times in a "
-                        f"row; last cause: {cause}") from e
-            except (PlaywrightError, _Restart) as e:
                 failures += 1
                 msg = str(e).splitlines()[0] if str(e) else ""
                 cause = "the page crashed" if self._crashed else f"{type(e).__name__}: {msg}"
@@ -481,7 +473,7 @@ class BrowserWorld:
                     self._inject_now(item)
                 else:
                     self._apply(item, resolve(self._require_task(), item))
-            if self._last_obs is not None:
+            if self._last_obs is not None and self._obs_history_len == len(self._history):
                 obs = self._observe_now()
                 if obs != self._last_obs:
                     log.error("BrowserWorld: replay of task %s did not restore the page: the "
@@ -637,7 +629,7 @@ class BrowserWorld:
         """The current observation: Chromium's normalized accessibility tree, serialized."""
         self._require_task()
         obs = self._run(self._observe_now, "reading the accessibility tree")
-        self._last_obs = obs
+        self._last_obs, self._obs_history_len = obs, len(self._history)
         return obs
 
     def tree(self) -> AXNode:
