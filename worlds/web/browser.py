@@ -30,12 +30,17 @@ compared with the last one returned and a mismatch is logged as an ERROR. The ev
 lost session are discarded; the new session re-records them from the replay, so
 :meth:`BrowserWorld.record` stays exact. Only when ``max_restarts`` consecutive recoveries fail
 does the world raise :class:`BrowserWorldError` (Chromium cannot be started at all) — the one
-exception besides :class:`ActionError` that :meth:`BrowserWorld.step` lets out.
+exception besides :class:`ActionError` that :meth:`BrowserWorld.step` lets out. An action
+whose element never becomes actionable on a page that still answers is not a crash: it has no
+effect and is logged as an ERROR (it would mean the sim and Chromium disagree on that element).
+A click on the status region does nothing in either world and is not sent to Chromium (the
+empty region has no box a pointer could hit).
 """
 
 from __future__ import annotations
 
 import itertools
+from collections import deque
 import logging
 import os
 import signal
@@ -249,7 +254,8 @@ class BrowserWorld:
 
     Attributes:
         restarts: number of recoveries performed so far (all episodes).
-        latencies_ms: wall time of each :meth:`step` (ms), for latency reports.
+        latencies_ms: wall time of the last 100,000 :meth:`step` calls that reached the page
+            (ms), for latency reports.
     """
 
     def __init__(self, server: PageServer | None = None, *, executable_path: str = CHROMIUM_PATH,
@@ -267,7 +273,7 @@ class BrowserWorld:
         self.max_restarts = max_restarts
         self.force = not actionability_checks
         self.restarts = 0
-        self.latencies_ms: list[float] = []
+        self.latencies_ms: deque[float] = deque(maxlen=100_000)
         self.task: Task | None = None
         self._pw = None
         self._browser = None
