@@ -369,3 +369,23 @@ def test_unactionable_element_is_a_logged_noop(caplog):
     errors = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
     assert errors == ["BrowserWorld: click('22') on task demo-1: the element did not become "
                       "actionable within 500 ms; the action had no effect"]
+
+
+@browser
+def test_external_server_is_shared_and_left_running():
+    from forms_bench.server import PageServer
+
+    with PageServer({SAMPLE.id: SAMPLE}) as srv:
+        world = BrowserWorld(server=srv)
+        world.reset(SAMPLE)
+        assert world.page.url == f"{srv.base_url}/task/demo-1?session={world.session}"
+        world.step(parse_action("click('20')"))
+        assert [e["key"] for e in srv.events("demo-1", world.session)] == ["submit"]
+        world.close()
+        assert srv.running
+        assert srv.sessions() == []  # the episode's events were discarded on close
+        # a closed world can be used again: it relaunches Chromium
+        assert world.reset(SAMPLE) == SimWebWorld().reset(SAMPLE)
+        assert len(world.process_ids()["browser"]) == 1
+        world.close()
+        assert world.process_ids()["browser"] == []
