@@ -297,6 +297,28 @@ def test_crash_mid_episode_is_recovered_by_replay(kill, caplog):
 
 
 @browser
+def test_dead_playwright_driver_is_replaced(caplog):
+    from worlds.web.browser import _cmdline, _descendants
+
+    caplog.set_level(logging.WARNING, logger="worlds.web.browser")
+    sim = SimWebWorld()
+    with BrowserWorld() as world:
+        world.reset(SAMPLE), sim.reset(SAMPLE)
+        run_both(world, sim, SAMPLE, SCRIPT[:3])
+        old = world.process_ids()["browser"]
+        driver = [p for p in _descendants(os.getpid())
+                  if b"run-driver" in _cmdline(p) and old[0] in _descendants(p)]
+        assert len(driver) == 1
+        os.kill(driver[0], signal.SIGKILL)
+        time.sleep(0.5)
+        run_both(world, sim, SAMPLE, SCRIPT[3:8])
+        assert world.record().to_dict() == sim.record().to_dict()
+        assert world.restarts == 2
+    msgs = [r.getMessage() for r in caplog.records]
+    assert any("restarts the Playwright driver and Chromium" in m for m in msgs), msgs
+
+
+@browser
 def test_crash_before_record_is_recovered(caplog):
     caplog.set_level(logging.WARNING, logger="worlds.web.browser")
     sim = SimWebWorld()
@@ -380,6 +402,7 @@ def test_external_server_is_shared_and_left_running():
         world.reset(SAMPLE)
         assert world.page.url == f"{srv.base_url}/task/demo-1?session={world.session}"
         world.step(parse_action("click('20')"))
+        assert [e["key"] for e in world.record().events] == ["submit"]  # flushes the reports
         assert [e["key"] for e in srv.events("demo-1", world.session)] == ["submit"]
         world.close()
         assert srv.running

@@ -103,6 +103,24 @@ class _SharedPlaywright:
             return entry[0]
 
     @classmethod
+    def is_current(cls, pw) -> bool:
+        """Whether ``pw`` is still a registered (not discarded) driver."""
+        with cls._lock:
+            return any(entry[0] is pw for entry in cls._by_thread.values())
+
+    @classmethod
+    def discard(cls, pw) -> None:
+        """Forget a driver that died (its users acquire a new one) and stop what is left of it."""
+        with cls._lock:
+            for tid, entry in list(cls._by_thread.items()):
+                if entry[0] is pw:
+                    del cls._by_thread[tid]
+        try:
+            pw.stop()
+        except Exception as e:  # noqa: BLE001 - it is dead already
+            log.debug("BrowserWorld: stopping a dead Playwright driver: %s", e)
+
+    @classmethod
     def release(cls, pw) -> None:
         with cls._lock:
             for tid, entry in list(cls._by_thread.items()):
@@ -351,6 +369,8 @@ class BrowserWorld:
     def _launch(self) -> None:
         if self._watchdog.closed:  # reused after close()
             self._watchdog = _Watchdog(self._uid)
+        if self._pw is not None and not _SharedPlaywright.is_current(self._pw):
+            self._pw = None  # another world found this thread's driver dead and replaced it
         if self._pw is None:
             self._pw = _SharedPlaywright.acquire()
         self._launches += 1
@@ -485,12 +505,29 @@ class BrowserWorld:
                     log.error("BrowserWorld: replay of task %s did not restore the page: the "
                               "observation differs from the last one returned", self._task_id())
         except (PlaywrightError, _Restart) as e:
-            log.warning("BrowserWorld: recovery of task %s failed: %s", self._task_id(),
-                        str(e).splitlines()[0] if str(e) else type(e).__name__)
-            self._close_context()
-            if self._browser is not None and not self._browser.is_connected():
-                self._browser = None
+            again = self._drop_after_failure(e)
+            log.warning("BrowserWorld: recovery of task %s failed (%s); the next attempt restarts %s",
+                        self._task_id(), str(e).splitlines()[0] if str(e) else type(e).__name__, again)
             raise _Restart("recovery failed") from e
+
+    def _drop_after_failure(self, err: BaseException) -> str:
+        """After a failed attempt to open or restore a page: close the page and Chromium so the
+        next attempt relaunches it; if the Playwright driver itself is gone ("connection
+        closed"), drop it too so the next attempt starts a new one. Returns what is restarted."""
+        self._close_context()
+        if self._browser is not None:
+            try:
+                self._guard(self._browser.close, "closing Chromium", 10.0)
+            except Exception:  # noqa: BLE001 - it may be dead already
+                pass
+            self._browser = None
+        msg = str(err).lower()
+        if self._pw is not None and ("connection closed" in msg or "event loop is closed" in msg
+                                     or not _SharedPlaywright.is_current(self._pw)):
+            _SharedPlaywright.discard(self._pw)
+            self._pw = None
+            return "the Playwright driver and Chromium"
+        return "Chromium"
 
     # -- page operations (no recovery; called inside _run) ----------------------------------
 
@@ -591,13 +628,9 @@ class BrowserWorld:
                 if failures > self.max_restarts:
                     raise BrowserWorldError(f"BrowserWorld: cannot open task {task.id}: {cause}") from e
                 self.restarts += 1
-                log.warning("BrowserWorld: opening task %s failed (%s); retrying with a %s "
-                            "(restart #%d)", task.id, cause,
-                            "new page" if self._browser is not None and self._browser.is_connected()
-                            else "relaunched Chromium", self.restarts)
-                self._close_context()
-                if self._browser is not None and not self._browser.is_connected():
-                    self._browser = None
+                again = self._drop_after_failure(e)
+                log.warning("BrowserWorld: opening task %s failed (%s); restarting %s (restart #%d)",
+                            task.id, cause, again, self.restarts)
         return self.observe()
 
     def step(self, action: Action) -> str:
