@@ -26,7 +26,9 @@ world logs one WARNING line naming the task, episode, step and cause, relaunches
 is gone, opens the task in a new context under a new session, replays the episode's history
 (actions and injections, in order) and then retries the interrupted operation. Because the
 pages are deterministic, the replayed page equals the lost one; the replayed observation is
-compared with the last one returned and a mismatch is logged as an ERROR. The events of the
+compared with the last one returned and a mismatch is logged as an ERROR. A failed recovery
+escalates: the next attempt relaunches Chromium, and replaces the thread's Playwright driver if
+that died too (worlds of one thread share one driver). The events of the
 lost session are discarded; the new session re-records them from the replay, so
 :meth:`BrowserWorld.record` stays exact. Only when ``max_restarts`` consecutive recoveries fail
 does the world raise :class:`BrowserWorldError` (Chromium cannot be started at all) — the one
@@ -40,12 +42,12 @@ empty region has no box a pointer could hit).
 from __future__ import annotations
 
 import itertools
-from collections import deque
 import logging
 import os
 import signal
 import threading
 import time
+from collections import deque
 from typing import Any, Callable, Sequence, TypeVar
 
 from playwright.sync_api import Error as PlaywrightError
