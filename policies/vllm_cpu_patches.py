@@ -61,6 +61,28 @@ def _patch_gemm() -> None:
     vutils.dispatch_cpu_unquantized_gemm = dispatch_cpu_unquantized_gemm
 
 
+MAX_Q_HEADS_PER_ITER = {"vec": 8, "vec16": 16}
+"""``MaxQHeadNumPerIteration`` of vLLM's CPU attention implementations (csrc/cpu/cpu_attn_vec*.hpp)."""
+
+
+def query_chunk_tokens(isa: str, num_heads: int, num_kv_heads: int) -> int:
+    """Most query tokens per attention call such that the kernel uses its decode-sized KV tile.
+
+    The kernel sizes its KV tile from the query tile: a tile of at most
+    ``MaxQHeadNumPerIteration`` query heads takes the "one round" KV tile, the same one a
+    decode step (one token) takes. Heads per KV head count only when they divide that
+    maximum (GQA path), else the kernel falls back to one head per KV head. Unknown ISAs get
+    1 (always decode-sized).
+    """
+    m = MAX_Q_HEADS_PER_ITER.get(isa)
+    if not m:
+        return 1
+    per_kv = max(1, num_heads // max(1, num_kv_heads))
+    if m % per_kv != 0:
+        per_kv = 1
+    return max(1, m // per_kv)
+
+
 def _patch_attention() -> None:
     import torch
     from vllm import _custom_ops as ops
@@ -73,30 +95,30 @@ def _patch_attention() -> None:
 
     def build(self, common_prefix_len, common_attn_metadata, fast_build=False):
         md = orig_build(self, common_prefix_len, common_attn_metadata, fast_build)
-        if (self.is_encoder_only_attention or self.is_cross_attention
+        if (self.is_encoder_only_attention or self.is_cross_attention or md.causal is not True
                 or md.dynamic_causal is not None or md.scheduler_metadata is None):
             return md
+        chunk = query_chunk_tokens(self.isa, self.num_heads, self.num_kv_heads)
         qsl = md.query_start_loc
-        n = int(common_attn_metadata.num_reqs)
-        if n <= 1:
-            return md
         per = []
-        for i in range(n):
+        for i in range(int(common_attn_metadata.num_reqs)):
             q0, q1 = int(qsl[i]), int(qsl[i + 1])
-            if q1 <= q0:
-                continue
-            qsl_i = torch.tensor([0, q1 - q0], dtype=qsl.dtype)
-            sl_i = md.seq_lens[i:i + 1].clone()
-            sm = ops.cpu_attn_get_scheduler_metadata(
-                num_reqs=1, num_heads=self.num_heads, num_kv_heads=self.num_kv_heads,
-                head_dim=self.head_dim, seq_lens=sl_i, dtype=self.dtype, query_start_loc=qsl_i,
-                causal=md.causal, sliding_window_size=self.window_size, isa=self.isa,
-                enable_kv_split=False, dynamic_causal=None, kv_cache_dtype=self.kv_cache_dtype)
-            sub = dataclasses.replace(
-                md, num_actual_tokens=q1 - q0, max_query_len=q1 - q0, query_start_loc=qsl_i,
-                max_seq_len=int(sl_i[0]), seq_lens=sl_i, block_table=md.block_table[i:i + 1],
-                scheduler_metadata=sm)
-            per.append((q0, q1, sub))
+            seq_len, q_len = int(md.seq_lens[i]), q1 - q0
+            for a in range(0, q_len, chunk):
+                b = min(a + chunk, q_len)
+                qsl_c = torch.tensor([0, b - a], dtype=qsl.dtype)
+                sl_c = torch.tensor([seq_len - q_len + b], dtype=md.seq_lens.dtype)
+                sm = ops.cpu_attn_get_scheduler_metadata(
+                    num_reqs=1, num_heads=self.num_heads, num_kv_heads=self.num_kv_heads,
+                    head_dim=self.head_dim, seq_lens=sl_c, dtype=self.dtype,
+                    query_start_loc=qsl_c, causal=True, sliding_window_size=self.window_size,
+                    isa=self.isa, enable_kv_split=False, dynamic_causal=None,
+                    kv_cache_dtype=self.kv_cache_dtype)
+                sub = dataclasses.replace(
+                    md, num_actual_tokens=b - a, max_query_len=b - a, query_start_loc=qsl_c,
+                    max_seq_len=int(sl_c[0]), seq_lens=sl_c, block_table=md.block_table[i:i + 1],
+                    scheduler_metadata=sm)
+                per.append((q0 + a, q0 + b, sub))
         md._advsim_per_request = per  # type: ignore[attr-defined]
         return md
 
