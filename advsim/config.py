@@ -36,7 +36,7 @@ class ModelConfig:
     lora_rank: int = _f(8, "LoRA rank r of every role adapter.")
     lora_alpha: int = _f(16, "LoRA alpha of every role adapter.")
     max_model_len: int = _f(2048, "Longest prompt + completion in tokens.")
-    kv_cache_gib: float = _f(1.0, "vLLM CPU KV-cache size in GiB (VLLM_CPU_KVCACHE_SPACE).")
+    kv_cache_gib: int = _f(1, "vLLM CPU KV-cache size in whole GiB (VLLM_CPU_KVCACHE_SPACE).")
     threads: int = _f(2, "CPU threads for torch and vLLM (set before the engine starts).")
 
 

@@ -17,6 +17,7 @@ optimizer per role, and the version counter of each adapter. Every update:
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 import random
@@ -131,17 +132,33 @@ class Learner:
     # -- log-probs ---------------------------------------------------------------------------
     def _graph(self, seqs: Sequence[Sequence[int]], prompt_lens: Sequence[int], width: int,
                reference: bool = False) -> torch.Tensor:
-        """[B, width] log-probs of the completion tokens under the active adapter (with grad)
-        or under the backbone (``reference=True``, no grad)."""
-        from policies.engines import token_logprobs_batch
+        """``[B, width]`` log-probs of each sequence's completion tokens (left-aligned, zero
+        padded) under the active adapter (with gradient) or the backbone (``reference=True``,
+        no gradient).
 
-        if reference:
-            with reference_policy(self.model):
-                lp = token_logprobs_batch(self.model, seqs, grad=False)
-        else:
-            lp = token_logprobs_batch(self.model, seqs, grad=True)
-        rows = [lp[b, pl - 1: len(s) - 1] for b, (s, pl) in enumerate(zip(seqs, prompt_lens))]
-        return torch.stack([torch.nn.functional.pad(r, (0, width - r.shape[0])) for r in rows])
+        Memory: sequences are left-padded (positions from the attention mask) so every
+        completion ends at the last position, and only the last ``width + 1`` positions go
+        through the LM head (``logits_to_keep``) — the full ``[B, T, vocab]`` logits of a
+        1,000-token page would take gigabytes.
+        """
+        B, T = len(seqs), max(len(s) for s in seqs)
+        ids = torch.full((B, T), self.tokenizer.pad_token_id or 0, dtype=torch.long)
+        att = torch.zeros((B, T), dtype=torch.long)
+        for b, s in enumerate(seqs):
+            ids[b, T - len(s):] = torch.tensor(list(s), dtype=torch.long)
+            att[b, T - len(s):] = 1
+        pos = (att.cumsum(-1) - 1).clamp_min(0)
+        ctx = reference_policy(self.model) if reference else contextlib.nullcontext()
+        grad = contextlib.nullcontext() if not reference else torch.no_grad()
+        with ctx, grad:
+            logits = self.model(input_ids=ids, attention_mask=att, position_ids=pos, use_cache=False,
+                                logits_to_keep=width + 1).logits[:, :-1]
+            lp = torch.log_softmax(logits.float(), -1).gather(-1, ids[:, T - width:, None]).squeeze(-1)
+        rows = []
+        for b, (s, pl) in enumerate(zip(seqs, prompt_lens)):
+            n = len(s) - pl
+            rows.append(torch.nn.functional.pad(lp[b, width - n:], (0, width - n)))
+        return torch.stack(rows)
 
     # -- updates -----------------------------------------------------------------------------
     def update(self, role: str, samples: Sequence[Sample]) -> dict:
