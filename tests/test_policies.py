@@ -1,0 +1,358 @@
+"""Fast tests of policies.backbone, .adapters, .engines (TorchEngine) and .numerics on tiny models."""
+
+from __future__ import annotations
+
+import copy
+import json
+import math
+import os
+
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("peft")
+
+from policies import numerics  # noqa: E402
+from policies.adapters import (ROLES, AdapterRef, activate, adapter_state, attach_role_adapters,  # noqa: E402
+                               latest_version, load_adapter, lora_config, randomize_adapter,
+                               reference_policy, save_adapter)
+from policies.backbone import (load_backbone, resolve_backbone, save_checkpoint, tiny_backbone,  # noqa: E402
+                               tiny_tokenizer, verify_checkpoint)
+from policies.engines import GenerationRequest, TorchEngine, completion_scores, token_logprobs_batch  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def tok():
+    return tiny_tokenizer()
+
+
+def _peft(tok, seed=0):
+    model, _ = tiny_backbone(seed=seed, tokenizer=tok)
+    pm = attach_role_adapters(model, config=lora_config(r=4, alpha=8), seed=seed)
+    for i, r in enumerate(ROLES):
+        randomize_adapter(pm, r, seed=100 + i, scale=0.1)
+    return pm
+
+
+def _seqs(tok):
+    texts = ["fill('12', 'Jane Doe')", "click('20') and then noop()", "Goal: submit the claim form now."]
+    return [tok.encode(t) for t in texts]
+
+
+# -- backbone --------------------------------------------------------------------------------
+
+def test_tiny_backbone_is_seeded(tok):
+    a, _ = tiny_backbone(seed=3, tokenizer=tok)
+    b, _ = tiny_backbone(seed=3, tokenizer=tok)
+    c, _ = tiny_backbone(seed=4, tokenizer=tok)
+    sa, sb, sc = a.state_dict(), b.state_dict(), c.state_dict()
+    assert all(torch.equal(sa[k], sb[k]) for k in sa)
+    assert not torch.equal(sa["model.embed_tokens.weight"], sc["model.embed_tokens.weight"])
+    assert all(not p.requires_grad for p in a.parameters())
+
+
+def test_tiny_tokenizer_roundtrip_and_chat_template(tok):
+    text = "fill('12', 'Jane Doe') — ünïcode ✓"
+    assert tok.decode(tok.encode(text)) == text
+    ids = tok.apply_chat_template([{"role": "user", "content": "hi"}], add_generation_prompt=True,
+                                  tokenize=False)
+    assert ids == "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n"
+    assert tok.eos_token == "<|im_end|>" and tok.pad_token_id == 0
+
+
+def test_checkpoint_roundtrip_and_manifest(tmp_path, tok):
+    model, _ = tiny_backbone(seed=1, tokenizer=tok)
+    folder = save_checkpoint(model, tok, tmp_path / "ckpt")
+    assert verify_checkpoint(folder)
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".tmp")]
+    loaded, tok2, path = load_backbone(folder)
+    assert path == folder
+    ids = torch.tensor([tok.encode("click('20')")])
+    assert torch.equal(model(ids).logits, loaded(ids).logits)
+    assert tok2.encode("click('20')") == tok.encode("click('20')")
+    cfg = json.loads((folder / "tokenizer_config.json").read_text())
+    assert cfg["tokenizer_class"] == "PreTrainedTokenizerFast"
+    # a changed file fails verification
+    with open(folder / "config.json", "a") as fh:
+        fh.write(" ")
+    assert not verify_checkpoint(folder)
+
+
+def test_resolve_backbone_never_downloads(tmp_path):
+    with pytest.raises(FileNotFoundError, match="no config.json"):
+        resolve_backbone("HuggingFaceTB/SmolLM2-135M-Instruct")
+    with pytest.raises(FileNotFoundError):
+        resolve_backbone(tmp_path)
+
+
+# -- adapters --------------------------------------------------------------------------------
+
+def test_adapter_ref_parse():
+    assert AdapterRef.parse("executor@3") == AdapterRef("executor", 3)
+    assert str(AdapterRef("adversary", 12)) == "adversary@12"
+    assert AdapterRef.parse("curriculum") == AdapterRef("curriculum", 0)
+    for bad in ("executor@", "executor@-1", "judge@1", "executor@1.5", "@2"):
+        with pytest.raises(ValueError):
+            AdapterRef.parse(bad)
+    with pytest.raises(ValueError, match="unknown role"):
+        AdapterRef("critic", 0)
+
+
+def test_reference_policy_is_the_backbone(tok):
+    base, _ = tiny_backbone(seed=0, tokenizer=tok)
+    base_copy = copy.deepcopy(base)
+    pm = attach_role_adapters(base, config=lora_config(r=4, alpha=8))
+    for i, r in enumerate(ROLES):
+        randomize_adapter(pm, r, seed=i, scale=0.1)
+    ids = torch.tensor([tok.encode("noop() then click('20')")])
+    with torch.no_grad():
+        with reference_policy(pm):
+            ref = pm(input_ids=ids).logits
+        want = base_copy(input_ids=ids).logits
+        activate(pm, "executor")
+        with_adapter = pm(input_ids=ids).logits
+    assert torch.equal(ref, want)
+    assert not torch.equal(with_adapter, want)
+
+
+def test_training_step_changes_only_the_active_adapter(tok):
+    torch.manual_seed(0)
+    pm = _peft(tok)
+    before = {n: p.detach().clone() for n, p in pm.named_parameters()}
+    activate(pm, "curriculum")
+    trainable = [n for n, p in pm.named_parameters() if p.requires_grad]
+    assert trainable and all(".curriculum." in n for n in trainable)
+    opt = torch.optim.SGD([p for p in pm.parameters() if p.requires_grad], lr=0.5)
+    lp = token_logprobs_batch(pm, _seqs(tok))
+    (-lp.sum()).backward()
+    opt.step()
+    changed = {n for n, p in pm.named_parameters() if not torch.equal(p.detach(), before[n])}
+    assert changed == set(trainable)
+    assert any(".lora_A." in n for n in changed) and any(".lora_B." in n for n in changed)
+
+
+def test_save_load_adapter_bit_identical(tmp_path, tok):
+    pm = _peft(tok)
+    seqs = _seqs(tok)
+    activate(pm, "executor")
+    with torch.no_grad():
+        want = token_logprobs_batch(pm, seqs, grad=False)
+    path = save_adapter(pm, "executor@3", tmp_path)
+    assert path == tmp_path / "executor@3"
+    assert {"adapter_config.json", "adapter_model.safetensors", "advsim-manifest.json"} <= {
+        p.name for p in path.iterdir()}
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]
+    assert latest_version(tmp_path, "executor") == 3 and latest_version(tmp_path, "adversary") is None
+    saved = adapter_state(pm, "executor")
+    randomize_adapter(pm, "executor", seed=999, scale=0.3)  # overwrite, then restore
+    with torch.no_grad():
+        assert not torch.equal(token_logprobs_batch(pm, seqs, grad=False), want)
+    load_adapter(pm, "executor@3", tmp_path)
+    activate(pm, "executor")
+    with torch.no_grad():
+        got = token_logprobs_batch(pm, seqs, grad=False)
+    assert torch.equal(got, want)
+    restored = adapter_state(pm, "executor")
+    assert all(torch.equal(restored[k], saved[k]) for k in saved)
+    # into a fresh model too
+    pm2 = _peft(tok, seed=0)
+    randomize_adapter(pm2, "executor", seed=5, scale=0.2)
+    load_adapter(pm2, AdapterRef("executor", 3), tmp_path)
+    activate(pm2, "executor")
+    with torch.no_grad():
+        assert torch.equal(token_logprobs_batch(pm2, seqs, grad=False), want)
+
+
+def test_load_adapter_errors(tmp_path, tok):
+    pm = _peft(tok)
+    with pytest.raises(FileNotFoundError, match="executor@7"):
+        load_adapter(pm, "executor@7", tmp_path)
+    path = save_adapter(pm, "adversary@1", tmp_path)
+    data = bytearray((path / "adapter_model.safetensors").read_bytes())
+    data[-1] ^= 0xFF
+    (path / "adapter_model.safetensors").write_bytes(bytes(data))
+    with pytest.raises(ValueError, match="SHA-256"):
+        load_adapter(pm, "adversary@1", tmp_path)
+
+
+# -- numerics --------------------------------------------------------------------------------
+
+def test_diff_report_exact_values():
+    r = torch.tensor([[-1.0, -2.0, 0.0], [-0.5, -3.0, -9.0]])
+    t = torch.tensor([[-1.0, -2.5, 0.0], [-0.5, -2.0, -1.0]])
+    m = torch.tensor([[True, True, False], [True, True, False]])
+    rep = numerics.diff_report(r, t, m)
+    assert rep.n_tokens == 4 and rep.n_equal == 2
+    assert rep.max == 1.0 and rep.mean == 0.375
+    assert rep.std == pytest.approx(math.sqrt((0.375**2 * 2 + 0.125**2 + 0.625**2) / 4), abs=1e-15)
+    k3 = ((math.exp(-0.5) - 1 + 0.5) + (math.exp(1.0) - 1 - 1.0)) / 4
+    assert rep.k3 == pytest.approx(k3, rel=1e-12)
+    assert not rep.exact
+    with pytest.raises(numerics.ConsistencyError, match="2/4 equal"):
+        numerics.check(rep, "strict")
+    assert numerics.check(rep, "measure") is rep
+    same = numerics.diff_report(r, r.clone(), m)
+    assert same.exact and (same.max, same.mean, same.std, same.k3) == (0.0, 0.0, 0.0, 0.0)
+    assert numerics.check(same, "strict") is same
+    with pytest.raises(ValueError):
+        numerics.check(same, "lenient")
+
+
+def test_surrogate_value_is_engine_value_and_gradient_is_graph():
+    torch.manual_seed(0)
+    w = torch.randn(5, requires_grad=True)
+    graph = torch.log_softmax(w, 0)
+    value = graph.detach() + torch.tensor([1e-6, -2e-7, 0.0, 3e-5, -1e-6])  # "engine" numbers
+    s = numerics.surrogate(value, graph)
+    assert torch.equal(s.detach(), value)
+    adv = torch.tensor([1.0, -2.0, 0.5, 0.0, 3.0])
+    (g1,) = torch.autograd.grad((adv * s).sum(), w)
+    (g2,) = torch.autograd.grad((adv * torch.log_softmax(w, 0)).sum(), w)
+    assert torch.equal(g1, g2)
+
+
+def _loss(lp, mask):
+    adv = torch.tensor([1.0, -0.5, 2.0], dtype=lp.dtype)
+    return -(adv[:, None] * lp * mask.to(lp.dtype)).sum()
+
+
+def test_surrogate_gradient_matches_float64_reference_and_finite_differences(tok):
+    """Gradient check (Bit-consistent RL: the backward must be right, not deterministic).
+
+    Tolerances: fp32 surrogate vs autograd on a float64 copy, max |Δg| ≤ 1e-4 · max |g64|;
+    float64-copy autograd vs central finite differences (ε = 1e-4) along a random direction,
+    relative error ≤ 1e-3. (transformers' Llama RMSNorm computes in float32 even for a float64
+    model, so the copy's forward has a ~1e-7 relative noise floor; ε = 1e-4 keeps both the
+    truncation and the rounding error of the difference quotient below 1e-4 relative.)
+    """
+    pm = _peft(tok)
+    activate(pm, "executor")
+    seqs = _seqs(tok)
+    T1 = max(len(s) for s in seqs) - 1
+    mask = torch.zeros(len(seqs), T1, dtype=torch.bool)
+    for b, s in enumerate(seqs):
+        mask[b, len(s) // 2 - 1: len(s) - 1] = True
+    engine = TorchEngine(pm, tok)
+    values = torch.zeros(len(seqs), T1)
+    for b, sc in enumerate(engine.score(seqs, "executor@0")):
+        values[b, : len(sc)] = torch.tensor(sc)
+    params = [p for n, p in pm.named_parameters() if p.requires_grad]
+    lp = numerics.surrogate(values, token_logprobs_batch(pm, seqs))
+    g32 = torch.autograd.grad(_loss(lp, mask), params)
+
+    pm64 = copy.deepcopy(pm).double()
+    activate(pm64, "executor")
+    params64 = [p for n, p in pm64.named_parameters() if p.requires_grad]
+    g64 = torch.autograd.grad(_loss(token_logprobs_batch(pm64, seqs), mask), params64)
+    scale = max(float(g.abs().max()) for g in g64)
+    err = max(float((a.double() - b).abs().max()) for a, b in zip(g32, g64))
+    assert scale > 0 and err <= 1e-4 * scale
+
+    gen = torch.Generator().manual_seed(0)
+    direction = [torch.randn(p.shape, generator=gen, dtype=torch.float64) for p in params64]
+    eps = 1e-4
+
+    def loss_at(t):
+        with torch.no_grad():
+            for p, d in zip(params64, direction):
+                p.add_(t * d)
+            val = float(_loss(token_logprobs_batch(pm64, seqs, grad=False), mask))
+            for p, d in zip(params64, direction):
+                p.sub_(t * d)
+        return val
+
+    fd = (loss_at(eps) - loss_at(-eps)) / (2 * eps)
+    an = sum(float((g * d).sum()) for g, d in zip(g64, direction))
+    assert abs(an) > 1.0 and abs(fd - an) <= 1e-3 * abs(an)
+
+
+def test_train_logprobs_with_torch_engine(tok):
+    pm = _peft(tok)
+    activate(pm, "executor")
+    engine = TorchEngine(pm, tok)
+    prompts = _seqs(tok)
+    reqs = [GenerationRequest(tuple(p), "executor@0", max_new_tokens=6, seed=i) for i, p in enumerate(prompts)]
+    gens = engine.generate(reqs)
+    assert all(len(g.token_ids) == len(g.logprobs) > 0 for g in gens)
+    out = numerics.train_logprobs(engine, pm, gens, consistency="measure")
+    n = sum(len(g.token_ids) for g in gens)
+    assert out.diff.n_tokens == n == int(out.mask.sum())
+    assert out.diff.max < 1e-4  # TorchEngine: KV-cache decoding vs full forward, not exact
+    # the values are the engine's score, bit for bit
+    sc = completion_scores(engine, gens)
+    vals = out.logprobs.detach()[out.mask]
+    assert torch.equal(vals, torch.tensor([x for s in sc for x in s], dtype=torch.float32))
+    assert out.logprobs.requires_grad
+
+
+def test_strict_mode_raises_on_a_perturbed_rollout(tok):
+    pm = _peft(tok)
+    activate(pm, "executor")
+    engine = TorchEngine(pm, tok)
+    gens = engine.generate([GenerationRequest(tuple(_seqs(tok)[0]), "executor@0", max_new_tokens=4, seed=0)])
+    exact = completion_scores(engine, gens)[0]
+    gens[0].logprobs = list(exact)
+    assert numerics.train_logprobs(engine, pm, gens, consistency="strict").diff.exact
+    gens[0].logprobs[1] = float(torch.tensor(exact[1]).nextafter(torch.tensor(0.0)))  # one ulp off
+    with pytest.raises(numerics.ConsistencyError):
+        numerics.train_logprobs(engine, pm, gens, consistency="strict")
+
+
+# -- TorchEngine -----------------------------------------------------------------------------
+
+def test_torch_engine_generate_is_seeded_and_scores_per_adapter(tok):
+    pm = _peft(tok)
+    engine = TorchEngine(pm, tok)
+    p = tuple(_seqs(tok)[1])
+    reqs = [GenerationRequest(p, a, max_new_tokens=5, seed=7) for a in ("executor@0", "adversary@0", None)]
+    g1 = engine.generate(reqs)
+    g2 = engine.generate(reqs)
+    assert [g.token_ids for g in g1] == [g.token_ids for g in g2]
+    assert [g.logprobs for g in g1] == [g.logprobs for g in g2]
+    assert [g.adapter for g in g1] == [AdapterRef("executor", 0), AdapterRef("adversary", 0), None]
+    seq = list(p) + [5, 6, 7]
+    s = engine.score([seq, seq, seq], ["executor@0", "curriculum@0", None])
+    assert len(s[0]) == len(seq) - 1
+    assert s[0] != s[1] and s[1] != s[2]
+    activate(pm, "curriculum")
+    with torch.no_grad():
+        want = token_logprobs_batch(pm, [seq], grad=False)[0].tolist()
+    assert s[1] == want
+
+
+def test_torch_engine_loads_requested_versions(tmp_path, tok):
+    pm = _peft(tok)
+    seq = _seqs(tok)[0]
+    v0 = TorchEngine(pm, tok).score([seq], "executor@0")[0]
+    save_adapter(pm, "executor@0", tmp_path)
+    randomize_adapter(pm, "executor", seed=42, scale=0.2)
+    save_adapter(pm, "executor@1", tmp_path)
+    engine = TorchEngine(pm, tok, adapter_root=tmp_path, loaded={"executor": 1})
+    v1 = engine.score([seq], "executor@1")[0]
+    assert v1 != v0
+    assert engine.score([seq], "executor@0")[0] == v0  # loaded from disk
+    assert engine.loaded["executor"] == 0
+    with pytest.raises(KeyError, match="no adapter_root"):
+        TorchEngine(pm, tok, loaded={"executor": 0}).score([seq], "executor@5")
+
+
+# -- vLLM engine pieces that need no vLLM --------------------------------------------------------
+
+def test_query_chunk_tokens():
+    from policies.vllm_cpu_patches import query_chunk_tokens
+
+    assert query_chunk_tokens("vec", 9, 3) == 8       # SmolLM2: 3 heads per KV head, 8 % 3 ≠ 0 → MHA path
+    assert query_chunk_tokens("vec", 8, 2) == 2       # GQA path: 8 // 4
+    assert query_chunk_tokens("vec16", 4, 2) == 8
+    assert query_chunk_tokens("amx", 9, 3) == 1       # unknown ISA: always decode-sized
+
+
+def test_waves_split_by_count_and_tokens():
+    from policies.engines import VLLMEngine
+
+    eng = object.__new__(VLLMEngine)
+    eng.consistent, eng.max_num_seqs, eng.max_num_batched_tokens = True, 3, 100
+    reqs = [GenerationRequest(tuple(range(n))) for n in (10, 20, 30, 5, 60, 50, 1)]
+    assert eng._waves(reqs) == [(0, 3), (3, 5), (5, 7)]
+    eng.consistent = False
+    assert eng._waves(reqs) == [(0, 7)]
