@@ -53,6 +53,7 @@ HOST = "127.0.0.1"
 
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
+    request_queue_size = 128  # listen backlog: bursts of reports must not be reset
 
     def handle_error(self, request: Any, client_address: Any) -> None:
         """A client that drops its connection (a closed browser context) is routine: log it at
