@@ -2,7 +2,7 @@
 
 *Bit-consistent RL*: "the inference kernels define the numbers"; a token's log-prob must not
 depend on which other requests share its engine step, nor on prefill vs decode. On vLLM-CPU,
-fp32, three things broke that (found and checked here, see tests/test_policies_vllm.py):
+fp32, four things broke that (found and checked here, see tests/test_policies_vllm.py):
 
 1. **Split-KV decode attention** (``VLLM_CPU_ATTN_SPLIT_KV=1``, the default) splits one
    sequence's KV cache across threads when a decode step is small. Fixed by setting
@@ -12,13 +12,22 @@ fp32, three things broke that (found and checked here, see tests/test_policies_v
    dispatch (``vllm.model_executor.layers.utils.dispatch_cpu_unquantized_gemm``) so every
    layer's ``cpu_linear`` pads a one-row input to two rows (the row duplicated) and keeps the
    first output row. Every linear layer and the tied LM head go through it, LoRA or not.
-3. **Batch-dependent attention scheduling.** ``cpu_attention_with_kv_cache`` partitions the
-   work of a whole step (all requests) across threads with scheduler metadata built for that
-   step; a prompt longer than ~250 tokens then gets different attention values when prefilled
-   beside other prompts than alone (measured: 8 of 16 prompts of 20–600 tokens differed).
-   Fixed by building the scheduler metadata per request and running the attention kernel
-   once per request (serial per-request attention, as the *Bit-consistent RL* recipe does on
-   the training side), so every request is computed exactly as if it were alone.
+3. **Attention depends on the step's composition and on the query length.**
+   ``cpu_attention_with_kv_cache`` partitions a whole step's work across threads with one
+   scheduler metadata, and sizes its KV tile from the query tile: a tile of at most
+   ``MaxQHeadNumPerIteration`` query heads (a decode step) takes one large "one round" KV
+   tile, a longer prefill tile a smaller one, so once the context exceeds the small tile
+   (~250 tokens here) a token's attention output — and its log-prob — differs between
+   prefill (scoring) and decode (rollout), and between a prompt prefilled alone or beside
+   others (measured on SmolLM2: 8 of 16 prompts of 20–600 tokens). Fixed by building the
+   scheduler metadata for chunks of at most :func:`query_chunk_tokens`
+   *query tokens* (8 for SmolLM2 on the VEC kernel): every chunk becomes its own
+   pseudo-request (query rows, causal end, the request's block-table row) in one kernel call,
+   attending to its causal prefix of the paged KV cache (already written for the step), with
+   KV splitting off. Every token is then computed exactly like a decode token, whatever else
+   is in the step.
+4. **LoRA index −1 on CPU.** Requests without an adapter get the last adapter slot's LoRA
+   once all slots are resident (:func:`_patch_lora_no_adapter_rows`).
 
 The patches are idempotent and only change numerics (never the sampling logic).
 """
@@ -89,9 +98,7 @@ def _patch_attention() -> None:
     from vllm.v1.attention.backends import cpu_attn as ca
 
     Builder = ca.CPUAttentionMetadataBuilder
-    Impl = ca.CPUAttentionBackendImpl
     orig_build = Builder.build
-    orig_forward = Impl.forward
 
     def build(self, common_prefix_len, common_attn_metadata, fast_build=False):
         md = orig_build(self, common_prefix_len, common_attn_metadata, fast_build)
@@ -99,48 +106,62 @@ def _patch_attention() -> None:
                 or md.dynamic_causal is not None or md.scheduler_metadata is None):
             return md
         chunk = query_chunk_tokens(self.isa, self.num_heads, self.num_kv_heads)
-        qsl = md.query_start_loc
-        per = []
-        for i in range(int(common_attn_metadata.num_reqs)):
-            q0, q1 = int(qsl[i]), int(qsl[i + 1])
-            seq_len, q_len = int(md.seq_lens[i]), q1 - q0
+        n = int(common_attn_metadata.num_reqs)
+        qsl = md.query_start_loc[: n + 1].tolist()
+        seq_lens = md.seq_lens[:n].tolist()
+        starts, ends, rows = [0], [], []
+        for i in range(n):
+            q_len = qsl[i + 1] - qsl[i]
             for a in range(0, q_len, chunk):
                 b = min(a + chunk, q_len)
-                qsl_c = torch.tensor([0, b - a], dtype=qsl.dtype)
-                sl_c = torch.tensor([seq_len - q_len + b], dtype=md.seq_lens.dtype)
-                sm = ops.cpu_attn_get_scheduler_metadata(
-                    num_reqs=1, num_heads=self.num_heads, num_kv_heads=self.num_kv_heads,
-                    head_dim=self.head_dim, seq_lens=sl_c, dtype=self.dtype,
-                    query_start_loc=qsl_c, causal=True, sliding_window_size=self.window_size,
-                    isa=self.isa, enable_kv_split=False, dynamic_causal=None,
-                    kv_cache_dtype=self.kv_cache_dtype)
-                sub = dataclasses.replace(
-                    md, num_actual_tokens=b - a, max_query_len=b - a, query_start_loc=qsl_c,
-                    max_seq_len=int(sl_c[0]), seq_lens=sl_c, block_table=md.block_table[i:i + 1],
-                    scheduler_metadata=sm)
-                per.append((q0 + a, q0 + b, sub))
-        md._advsim_per_request = per  # type: ignore[attr-defined]
-        return md
-
-    def forward(self, layer, query, key, value, kv_cache, attn_metadata, output,
-                output_scale=None, output_block_scale=None):
-        per = getattr(attn_metadata, "_advsim_per_request", None)
-        if not per:
-            return orig_forward(self, layer, query, key, value, kv_cache, attn_metadata, output,
-                                output_scale, output_block_scale)
-        for q0, q1, sub in per:
-            orig_forward(self, layer, query[q0:q1], key[q0:q1], value[q0:q1], kv_cache, sub,
-                         output[q0:q1], output_scale, output_block_scale)
-        return output
+                starts.append(starts[-1] + (b - a))
+                ends.append(seq_lens[i] - q_len + b)  # causal end of this chunk's last query
+                rows.append(i)
+        new_qsl = torch.tensor(starts, dtype=md.query_start_loc.dtype)
+        new_sl = torch.tensor(ends, dtype=md.seq_lens.dtype)
+        new_bt = md.block_table[torch.tensor(rows, dtype=torch.long)]
+        sm = ops.cpu_attn_get_scheduler_metadata(
+            num_reqs=len(rows), num_heads=self.num_heads, num_kv_heads=self.num_kv_heads,
+            head_dim=self.head_dim, seq_lens=new_sl, dtype=self.dtype, query_start_loc=new_qsl,
+            causal=True, sliding_window_size=self.window_size, isa=self.isa, enable_kv_split=False,
+            dynamic_causal=None, kv_cache_dtype=self.kv_cache_dtype)
+        return dataclasses.replace(md, max_query_len=min(chunk, md.max_query_len),
+                                   query_start_loc=new_qsl, seq_lens=new_sl,
+                                   max_seq_len=max(ends) if ends else md.max_seq_len,
+                                   block_table=new_bt, scheduler_metadata=sm)
 
     build._advsim_original = orig_build  # type: ignore[attr-defined]
-    forward._advsim_original = orig_forward  # type: ignore[attr-defined]
     Builder.build = build
-    Impl.forward = forward
+
+
+def _patch_lora_no_adapter_rows() -> None:
+    """Rows of requests without an adapter (LoRA index −1) must get no LoRA contribution.
+
+    vLLM's CPU punica ops index the stacked adapter weights with the per-token LoRA index; −1
+    ("no adapter") then selects the *last* slot in torch indexing. While that slot is empty
+    (zeros) nothing happens, but once ``max_loras`` adapters are resident a backbone request
+    batched with adapter requests is silently computed with the last slot's adapter (alone, it
+    is not: a one-request batch without LoRA skips the ops). The shrink op (x·A, the first of
+    the two LoRA products) is wrapped to zero those rows, so the expand op adds exactly 0.
+    """
+    import vllm.lora.ops.torch_ops.lora_ops as lops
+    import vllm.lora.punica_wrapper.punica_cpu as pcpu
+
+    original = lops.bgmv_shrink
+
+    def bgmv_shrink(inputs, lora_b_weights, output_tensor, lora_indices_tensor, scaling=1.0):
+        original(inputs, lora_b_weights, output_tensor, lora_indices_tensor, scaling)
+        none = lora_indices_tensor < 0
+        if bool(none.any()):
+            output_tensor[: none.shape[0]][none] = 0
+
+    bgmv_shrink._advsim_original = original  # type: ignore[attr-defined]
+    lops.bgmv_shrink = bgmv_shrink  # sgmv_shrink looks it up in this module
+    pcpu.bgmv_shrink = bgmv_shrink
 
 
 def install() -> bool:
-    """Install the three fixes (idempotent); must run before the first ``LLM()`` of the process.
+    """Install the four fixes (idempotent); must run before the first ``LLM()`` of the process.
 
     Returns:
         True if installed by this call, False if already installed.
@@ -150,6 +171,7 @@ def install() -> bool:
         return False
     _patch_gemm()
     _patch_attention()
+    _patch_lora_no_adapter_rows()
     _STATE["installed"] = True
     return True
 

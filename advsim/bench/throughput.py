@@ -1,0 +1,93 @@
+"""``advsim bench throughput``: generated tokens/s of VLLMEngine and TorchEngine, same executor prompts.
+
+SmolLM2-135M-Instruct (fp32), the executor adapter (LoRA r = 8, seeded random weights),
+``n_prompts`` executor prompts (chat template; goal + an accessibility-tree page of 20–60
+controls + history), ``max_new_tokens`` sampled tokens per prompt (seeded; a completion may
+stop early at eos). Generated tokens/s = sampled tokens / wall seconds of one ``generate``
+call over all prompts; each engine runs ``repeats`` times after one warm-up call and the
+median is reported, with the ratio VLLMEngine / TorchEngine from the same process. Threads:
+``threads`` for both (``torch.set_num_threads``).
+"""
+
+from __future__ import annotations
+
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+
+def executor_prompts(tok, n: int, seed: int = 0) -> list[list[int]]:
+    """``n`` executor prompts (token ids) over synthetic form pages of different sizes."""
+    import random
+
+    from policies.roles import executor_prompt
+
+    rng = random.Random(seed)
+    out = []
+    for i in range(n):
+        k = rng.randint(20, 60)
+        lines = [f"RootWebArea 'Claim form {i}'"]
+        for j in range(k):
+            bid = 10 + j
+            kind = rng.choice(["textbox", "combobox", "checkbox", "button"])
+            lines.append(f"  [{bid}] {kind} 'Field {j} of section {j % 5}'" +
+                         (" value=''" if kind == "textbox" else ""))
+        history = [f"fill('{10 + j}', 'value {j}')" for j in range(rng.randint(0, 4))]
+        out.append(executor_prompt(tok, f"Fill in claim {i} for Jane Doe and submit it.", "\n".join(lines),
+                                   history, ""))
+    return out
+
+
+def _time(engine, reqs) -> tuple[float, int]:
+    t = time.perf_counter()
+    gens = engine.generate(reqs)
+    return time.perf_counter() - t, sum(len(g.token_ids) for g in gens)
+
+
+def run(n_prompts: int = 8, max_new_tokens: int = 32, repeats: int = 3, threads: int = 2) -> dict:
+    """Measure and print the throughput table; returns the numbers as a dict."""
+    import torch
+
+    from policies.adapters import activate, attach_role_adapters, lora_config, randomize_adapter, save_adapter
+    from policies.backbone import load_backbone
+    from policies.engines import GenerationRequest, TorchEngine, VLLMEngine
+
+    torch.set_num_threads(threads)
+    torch.manual_seed(0)
+    model, tok, path = load_backbone()
+    pm = attach_role_adapters(model, config=lora_config(r=8, alpha=16))
+    randomize_adapter(pm, "executor", seed=10, scale=0.05)
+    activate(pm, "executor")
+    prompts = executor_prompts(tok, n_prompts)
+    reqs = [GenerationRequest(tuple(p), "executor@0", max_new_tokens=max_new_tokens, seed=i)
+            for i, p in enumerate(prompts)]
+    results: dict[str, dict] = {}
+    with tempfile.TemporaryDirectory(prefix="advsim-throughput-") as tmp:
+        vllm_engine = VLLMEngine(path, max_model_len=2048, max_num_seqs=16, threads=threads, kv_cache_gib=1)
+        vllm_engine.add_adapter("executor@0", save_adapter(pm, "executor@0", Path(tmp)))
+        engines = {"VLLMEngine": vllm_engine, "TorchEngine": TorchEngine(pm, tok)}
+        for name, eng in engines.items():
+            _time(eng, reqs[:2])  # warm-up
+            runs = [_time(eng, reqs) for _ in range(repeats)]
+            rates = [n / s for s, n in runs]
+            results[name] = {"tokens_per_s": statistics.median(rates), "runs": [
+                {"seconds": round(s, 3), "tokens": n} for s, n in runs]}
+    ratio = results["VLLMEngine"]["tokens_per_s"] / results["TorchEngine"]["tokens_per_s"]
+    out = {"model": "SmolLM2-135M-Instruct fp32 + executor LoRA r=8", "prompts": n_prompts,
+           "prompt_tokens": [len(p) for p in prompts], "max_new_tokens": max_new_tokens,
+           "repeats": repeats, "threads": threads, "engines": results, "ratio_vllm_over_torch": ratio}
+    table = Table(title=f"Generated tokens/s, {n_prompts} executor prompts "
+                        f"({min(out['prompt_tokens'])}–{max(out['prompt_tokens'])} tokens), "
+                        f"{max_new_tokens} new, median of {repeats}")
+    for col in ("engine", "tokens/s (median)", "runs (s)", "tokens per run"):
+        table.add_column(col, justify="left" if col == "engine" else "right")
+    for name, r in results.items():
+        table.add_row(name, f"{r['tokens_per_s']:.1f}", ", ".join(str(x["seconds"]) for x in r["runs"]),
+                      ", ".join(str(x["tokens"]) for x in r["runs"]))
+    Console().print(table)
+    Console().print(f"VLLMEngine / TorchEngine = {ratio:.2f}")
+    return out
