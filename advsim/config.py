@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, Optional
 
 import yaml
 from pydantic import ConfigDict, ValidationError
@@ -35,6 +35,8 @@ class ModelConfig:
         "strict", "Numerics contract: 'strict' raises on any rollout/training log-prob diff, 'measure' logs it.")
     lora_rank: int = _f(8, "LoRA rank r of every role adapter.")
     lora_alpha: int = _f(16, "LoRA alpha of every role adapter.")
+    lora_layers: Optional[int] = _f(None, "Give LoRA weights to the last N decoder layers only (None = every "
+                                    "layer). Fewer layers cut the backward pass on CPU; the forward is unchanged.")
     max_model_len: int = _f(2048, "Longest prompt + completion in tokens.")
     kv_cache_gib: int = _f(1, "vLLM CPU KV-cache size in whole GiB (VLLM_CPU_KVCACHE_SPACE).")
     threads: int = _f(2, "CPU threads for torch and vLLM (set before the engine starts).")

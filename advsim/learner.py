@@ -63,8 +63,11 @@ class Learner:
             else:
                 model, tokenizer, backbone_path = load_backbone(cfg.model.backbone)
         self.tokenizer = tokenizer
-        self.model = attach_role_adapters(model, config=lora_config(cfg.model.lora_rank, cfg.model.lora_alpha),
-                                          seed=cfg.seed)
+        lcfg = lora_config(cfg.model.lora_rank, cfg.model.lora_alpha)
+        if cfg.model.lora_layers is not None:
+            n_layers = model.config.num_hidden_layers
+            lcfg.layers_to_transform = list(range(max(0, n_layers - cfg.model.lora_layers), n_layers))
+        self.model = attach_role_adapters(model, config=lcfg, seed=cfg.seed)
         self.versions = {r: 0 for r in ROLES}
         self.optimizers = {r: self._optimizer(r, cfg.optim.learning_rate) for r in ROLES}
         if engine is None:
