@@ -365,20 +365,6 @@ def test_close_releases_browser_and_server():
 
 
 @browser
-def test_step_latency(world):
-    """Median step latency over oracle trajectories (target <= 100 ms; asserted loosely so a
-    loaded CI machine does not fail, but a needless wait of a second would)."""
-    world.latencies_ms.clear()
-    for task in sample_tasks(1):
-        world.reset(task)
-        for act in solve(task):
-            world.step(act)
-    lat = sorted(world.latencies_ms)
-    assert len(lat) >= 10
-    assert lat[len(lat) // 2] < 250, lat
-
-
-@browser
 def test_unactionable_element_is_a_logged_noop(caplog):
     caplog.set_level(logging.WARNING, logger="worlds.web.browser")
     with BrowserWorld(action_timeout_ms=500) as world:

@@ -87,6 +87,11 @@ _INJECT_JS = """(text) => {
 }"""
 
 
+_CLEAR_INJECTIONS_JS = """() => {
+  document.querySelectorAll('main > p[data-advsim-injection]').forEach((p) => p.remove());
+}"""
+
+
 class _SharedPlaywright:
     """One Playwright driver per thread, shared by the BrowserWorlds of that thread (the sync
     API allows only one running instance per thread); stopped when its last user releases it."""
@@ -664,6 +669,15 @@ class BrowserWorld:
         self._require_task()
         self._run(lambda: self._inject_now(text), "injecting text")
         self._history.append(("inject", text))
+        return self.observe()
+
+    def clear_injections(self) -> str:
+        """Remove every injected paragraph from the live page (and from the replay history);
+        return the new observation."""
+        self._require_task()
+        self._run(lambda: self._guard(lambda: self._page.evaluate(_CLEAR_INJECTIONS_JS), "clearing injections"),
+                  "clearing injections")
+        self._history = [(k, v) for k, v in self._history if k != "inject"]
         return self.observe()
 
     def observe(self) -> str:
