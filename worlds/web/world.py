@@ -12,30 +12,11 @@ actions, with the same error text.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
 from forms_bench.actions import Action
 from forms_bench.schema import Control, FormField, Task, Value
-
-_HTML_SPACE = re.compile(r"[ \t\n\r\f]+")
-
-
-def collapse_whitespace(text: str) -> str:
-    """Collapse runs of HTML whitespace to one space and trim, as rendered text is named."""
-    return _HTML_SPACE.sub(" ", text).strip()
-
-
-def sanitize_input_value(kind: str, value: str) -> str:
-    """The value an HTML control keeps after Playwright's ``fill``: in single-line inputs each
-    line break becomes a space (as Chromium's text insertion does), text areas turn CRLF and CR
-    into LF. Measured against Chromium by the browser tests."""
-    value = value.replace("\r\n", "\n").replace("\r", "\n")
-    if kind == "text":
-        return value.replace("\n", " ")
-    return value
-
 
 class ActionError(ValueError):
     """An action that is well-formed but invalid on the current page (unknown bid, wrong
