@@ -60,7 +60,8 @@ def _rates(episodes, tasks: Sequence[Task], seeds: int) -> dict[str, Any]:
     return {"overall": statistics.fmean(e.success for e in episodes) if episodes else None,
             "spread": statistics.pstdev(by_seed) if len(by_seed) > 1 else 0.0,
             "per_stratum": {s: (statistics.fmean(v) if v else None) for s, v in per.items()},
-            "episodes": len(episodes)}
+            "episodes": len(episodes),
+            "world_errors": sum(any(r.startswith("world error") for r in e.reasons) for e in episodes)}
 
 
 def learned_injections(learner, io, tasks: Sequence[Task], adversary: str, seed: int) -> list[Injection | None]:
@@ -117,7 +118,8 @@ def evaluate(run_dir: str | Path, tasks: str = "sample:2", seeds: int = 1, brows
     def run_set(executor_ref, specs, seed, world_factory=None):
         return run_episodes(learner.engine, io.executor_prompt, specs, executor_ref, seed=seed,
                             max_steps=r.max_steps, max_new_tokens=r.max_new_tokens, temperature=r.temperature,
-                            top_p=r.top_p, world_factory=world_factory)
+                            top_p=r.top_p, world_factory=world_factory,
+                            world_errors="fail_episode" if world_factory else "raise")
 
     adv_alphas = {a: learned_injections(learner, io, sample, f"adversary@{versions(a)['adversary']}", 9_001)
                   for a in adversaries}

@@ -100,7 +100,8 @@ def request_seed(seed: int, episode: int, turn: int) -> int:
 def run_episodes(engine, prompt_fn: PromptFn, specs: Sequence[EpisodeSpec], adapter: str | None, *,
                  seed: int, max_steps: int = 12, max_new_tokens: int = 48, temperature: float = 1.0,
                  top_p: float = 1.0, judge=None, progress: Callable[[int], None] | None = None,
-                 world_factory: Callable[[], object] | None = None) -> list[Episode]:
+                 world_factory: Callable[[], object] | None = None,
+                 world_errors: str = "raise") -> list[Episode]:
     """Run every spec to the end; returns episodes in spec order.
 
     Args:
@@ -114,7 +115,13 @@ def run_episodes(engine, prompt_fn: PromptFn, specs: Sequence[EpisodeSpec], adap
         progress: called with the number of turns generated in each batch.
         world_factory: makes the web world of each episode (default: a new SimWebWorld);
             e.g. ``BrowserWorld`` to run the same policy against real pages.
+        world_errors: ``"raise"`` (default: a failing world is a bug) or ``"fail_episode"``
+            (evaluation against real browsers: an episode whose world fails even after the
+            world's own recovery is counted as failed with the error as its reason, and the
+            other episodes go on).
     """
+    if world_errors not in ("raise", "fail_episode"):
+        raise ValueError(f"world_errors must be 'raise' or 'fail_episode', got {world_errors!r}")
     from policies.engines import GenerationRequest
 
     envs, obs, episodes, active = [], [], [], []
@@ -163,7 +170,14 @@ def run_episodes(engine, prompt_fn: PromptFn, specs: Sequence[EpisodeSpec], adap
                 action = None
             ep.turns.append(Turn(list(g.request.prompt_ids), list(g.token_ids), list(g.logprobs),
                                  None if g.adapter is None else str(g.adapter), g.text, action, ""))
-            o, _, term, trunc, info = env.step(g.text)
+            try:
+                o, _, term, trunc, info = env.step(g.text)
+            except Exception as exc:  # noqa: BLE001 - only with world_errors="fail_episode"
+                if world_errors == "raise":
+                    raise
+                ep.success, ep.reasons = False, [f"world error: {type(exc).__name__}: {exc}"]
+                ep.actions.append(action if action is not None else g.text)
+                continue
             ep.turns[-1].error = info["action_error"]
             ep.actions.append(action if action is not None else g.text)
             if spec_target := (ep.spec.injection.target_action if ep.spec.injection else None):

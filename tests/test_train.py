@@ -106,3 +106,33 @@ def test_eval_and_report_on_the_tiny_run(tmp_path):
     assert "| robust-iter-1 | executor@" in text and "| capability-iter-1 | sim clean |" in text
     for png in ("completion.png", "strata.png", "training.png"):
         assert (run.path / png).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_a_failing_world_fails_only_its_episode():
+    from advsim.rollout import EpisodeSpec, run_episodes
+    from forms_bench import load
+    from policies.engines import Generation
+    from worlds.web.sim import SimWebWorld
+
+    class Engine:  # answers every prompt with a valid action
+        def generate(self, requests):
+            return [Generation(r, [1], [-0.5], None, "stop", "click('999')") for r in requests]
+
+    class Crashing(SimWebWorld):
+        def step(self, action):
+            raise RuntimeError("renderer crashed")
+
+    made = []
+
+    def factory():
+        made.append(Crashing() if not made else SimWebWorld())
+        return made[-1]
+
+    tasks = load("test")[:2]
+    eps = run_episodes(Engine(), lambda *a: [1, 2, 3], [EpisodeSpec(t) for t in tasks], None, seed=0, max_steps=3,
+                       world_factory=factory, world_errors="fail_episode")
+    assert eps[0].reasons == ["world error: RuntimeError: renderer crashed"] and not eps[0].success
+    assert len(eps[1].turns) == 3 and eps[1].reasons == [f"final control {tasks[1].page.control(tasks[1].spec.final_control).label!r} was never activated"]
+    with pytest.raises(RuntimeError, match="renderer crashed"):
+        made.clear()
+        run_episodes(Engine(), lambda *a: [1], [EpisodeSpec(tasks[0])], None, seed=0, world_factory=factory)
