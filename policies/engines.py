@@ -13,26 +13,23 @@ Log-prob semantics (both engines): natural-log probabilities of the *raw* model 
 ``logprobs_mode="raw_logprobs"``), as fp32 values returned as Python floats (exact). Training
 never re-derives token ids from text: it uses :attr:`Generation.token_ids`.
 
-Why VLLMEngine is bit-consistent on CPU (measured, ENVIRONMENT.md; proved by
-``tests/test_policies_vllm.py``): two things made a token's log-prob depend on what else was
-computed with it, and the engine removes both when it starts (``consistent=True``):
-
-1. decode attention split the KV cache across threads (``VLLM_CPU_ATTN_SPLIT_KV=1``, vLLM's
-   default) — the engine sets ``VLLM_CPU_ATTN_SPLIT_KV=0`` before vLLM reads it;
-2. the CPU linear layer (oneDNN fp32) returns the same row values for every row count M ≥ 2
-   but different ones at M = 1 (a lone decoding request) — :func:`install_vllm_cpu_patches`
-   wraps vLLM's CPU GEMM dispatch (``vllm.model_executor.layers.utils.
-   dispatch_cpu_unquantized_gemm``) so that every layer's ``cpu_linear`` pads a single-row
-   input to two rows (the row duplicated) and returns the first row. This covers every linear
-   layer and the (tied) LM head, with or without LoRA wrappers.
+Why VLLMEngine is bit-consistent on CPU (proved by ``tests/test_policies_vllm.py`` and
+``advsim bench consistency``): four things made a token's log-prob depend on what else was
+computed with it, or on prefill vs decode; :func:`install_vllm_cpu_patches` removes them before
+``LLM()`` starts (``consistent=True``; details in :mod:`policies.vllm_cpu_patches`):
+split-KV decode attention (``VLLM_CPU_ATTN_SPLIT_KV=0``); oneDNN's single-row GEMM (one-row
+inputs padded to two rows); the CPU attention kernel's query-length-dependent KV tiling and
+step-wide work partition (every request's queries are cut into decode-sized chunks that are
+scheduled as independent pseudo-requests); and the CPU LoRA ops applying the last adapter slot
+to requests without an adapter.
 
 Scoring uses ``prompt_logprobs=0`` on the same engine (the prefill path). vLLM-CPU raises an
 einsum size error when a step holds more than one ``prompt_logprobs`` request with
 ``enable_lora=True`` (ENVIRONMENT.md, trap 2), so :meth:`VLLMEngine.score` submits one
 sequence per ``LLM.generate`` call when LoRA is enabled (batched otherwise). Seeded requests
 crash if chunked prefill splits their prompt (trap 1), so the engine disables chunked prefill
-(``enable_chunked_prefill=False``; a prompt is scheduled whole or waits) and sizes
-``max_num_batched_tokens`` to ``max_model_len``.
+(``enable_chunked_prefill=False``; a prompt is scheduled whole or waits) with
+``max_num_batched_tokens`` ≥ ``max_model_len`` (default 8192).
 """
 
 from __future__ import annotations
@@ -231,7 +228,9 @@ class VLLMEngine:
     def add_adapter(self, ref: AdapterRef | str, path: str | os.PathLike) -> int:
         """Register adapter version ``ref`` stored in peft folder ``path``; returns its new LoRA int id.
 
-        Registering the same ``ref`` again (e.g. re-saved weights) gets a new id as well.
+        Registering the same ``ref`` again (e.g. re-saved weights) gets a new id and a new LoRA
+        name (``"executor@3#5"``) as well, so no prefix-cache block computed with the old
+        weights is reused (vLLM hashes blocks by LoRA name and path).
         """
         from vllm.lora.request import LoRARequest
 
@@ -239,7 +238,9 @@ class VLLMEngine:
             raise RuntimeError("this VLLMEngine was started with enable_lora=False")
         ref = AdapterRef.parse(ref)
         self._next_lora_id += 1
-        self._loras[ref] = LoRARequest(str(ref), self._next_lora_id, str(path))
+        # vLLM keys prefix-cache blocks by (lora_name, lora_path), not by the int id: a unique
+        # name per registration keeps a re-saved folder from hitting stale cached blocks.
+        self._loras[ref] = LoRARequest(f"{ref}#{self._next_lora_id}", self._next_lora_id, str(path))
         return self._next_lora_id
 
     def lora_request(self, ref: AdapterSpec):
@@ -289,11 +290,8 @@ class VLLMEngine:
                 max_tokens=r.max_new_tokens, seed=r.seed, logprobs=0, stop_token_ids=stops,
                 skip_special_tokens=True))
             loras.append(self.lora_request(r.adapter_ref()))
-        outs = []
-        for lo, hi in self._waves(requests):
-            outs += self.llm.generate(prompts[lo:hi], params[lo:hi],
-                                      lora_request=loras[lo:hi] if self.enable_lora else None,
-                                      use_tqdm=False)
+        outs = self.llm.generate(prompts, params, lora_request=loras if self.enable_lora else None,
+                                 use_tqdm=False)
         result = []
         for r, o in zip(requests, outs):
             c = o.outputs[0]
@@ -303,28 +301,6 @@ class VLLMEngine:
                                      "stop" if c.finish_reason == "stop" else str(c.finish_reason),
                                      c.text))
         return result
-
-    def _waves(self, requests: Sequence[GenerationRequest]) -> list[tuple[int, int]]:
-        """Split requests (in order) into waves whose prefills all fit in one engine step.
-
-        A wave holds at most ``max_num_seqs`` requests whose prompts total at most
-        ``max_num_batched_tokens``; with ``consistent=True`` each wave is one ``LLM.generate``
-        call, so every engine step is either all-prefill (the first) or all-decode. A step
-        mixing one request's prefill with other requests' decodes gives those tokens different
-        log-probs on vLLM-CPU (measured: 16 prompts of 20–600 tokens through a 1024-token
-        budget matched re-scoring on 127/256 tokens; in waves, on all).
-        """
-        if not self.consistent:
-            return [(0, len(requests))]
-        waves, lo, tokens = [], 0, 0
-        for i, r in enumerate(requests):
-            n = len(r.prompt_ids)
-            if i > lo and (i - lo >= self.max_num_seqs or tokens + n > self.max_num_batched_tokens):
-                waves.append((lo, i))
-                lo, tokens = i, 0
-            tokens += n
-        waves.append((lo, len(requests)))
-        return waves
 
     def score(self, sequences: Sequence[Sequence[int]],
               adapter: AdapterSpec | Sequence[AdapterSpec] = None) -> list[list[float]]:

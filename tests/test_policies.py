@@ -345,14 +345,3 @@ def test_query_chunk_tokens():
     assert query_chunk_tokens("vec", 8, 2) == 2       # GQA path: 8 // 4
     assert query_chunk_tokens("vec16", 4, 2) == 8
     assert query_chunk_tokens("amx", 9, 3) == 1       # unknown ISA: always decode-sized
-
-
-def test_waves_split_by_count_and_tokens():
-    from policies.engines import VLLMEngine
-
-    eng = object.__new__(VLLMEngine)
-    eng.consistent, eng.max_num_seqs, eng.max_num_batched_tokens = True, 3, 100
-    reqs = [GenerationRequest(tuple(range(n))) for n in (10, 20, 30, 5, 60, 50, 1)]
-    assert eng._waves(reqs) == [(0, 3), (3, 5), (5, 7)]
-    eng.consistent = False
-    assert eng._waves(reqs) == [(0, 7)]
