@@ -66,9 +66,16 @@ def _diff(engine, gens):
     return numerics.diff_report(r, t)
 
 
-def test_rollout_equals_score_in_a_mixed_batch(setup):
+@pytest.fixture(scope="module")
+def batch0(setup):
     engine, _, tok, _ = setup
-    gens = engine.generate(_requests(tok))
+    reqs = _requests(tok)
+    return reqs, engine.generate(reqs)
+
+
+def test_rollout_equals_score_in_a_mixed_batch(setup, batch0):
+    engine, _, tok, _ = setup
+    _, gens = batch0
     assert sum(len(g.token_ids) for g in gens) >= 100
     assert {str(g.adapter) for g in gens} == {"None", "executor@0", "curriculum@0", "adversary@0"}
     rep = _diff(engine, gens)
@@ -76,11 +83,10 @@ def test_rollout_equals_score_in_a_mixed_batch(setup):
     assert rep.n_equal == rep.n_tokens
 
 
-def test_alone_equals_in_a_batch(setup):
+def test_alone_equals_in_a_batch(setup, batch0):
     engine, _, tok, _ = setup
-    reqs = _requests(tok)
-    batch = engine.generate(reqs)
-    for i in (0, 1, 5, 6, 11):  # short & long, every adapter and none
+    reqs, batch = batch0
+    for i in (0, 1, 6, 11):  # short & long, every adapter and none
         alone = engine.generate([reqs[i]])[0]
         assert alone.token_ids == batch[i].token_ids
         assert alone.logprobs == batch[i].logprobs  # exact float equality
@@ -99,7 +105,7 @@ def test_new_adapter_version(setup):
     lid = engine.add_adapter("executor@1", path)
     assert lid == 4
     adapters = (None, "executor@1", "curriculum@0", "adversary@0", "executor@0")
-    reqs = _requests(tok, seed=1, adapters=adapters)
+    reqs = _requests(tok, n=10, seed=1, adapters=adapters)
     gens = engine.generate(reqs)
     rep = _diff(engine, gens)
     assert (rep.max, rep.mean, rep.std, rep.k3) == (0.0, 0.0, 0.0, 0.0)
@@ -111,7 +117,7 @@ def test_new_adapter_version(setup):
     assert v0.logprobs != v1.logprobs
     # ... and with all four adapter slots resident, backbone rows in a batch equal backbone alone
     none_idx = [i for i, r in enumerate(reqs) if r.adapter is None]
-    for i in none_idx[:2]:
+    for i in none_idx[1:2]:  # the 520-token prompt
         alone = engine.generate([reqs[i]])[0]
         assert alone.token_ids == gens[i].token_ids and alone.logprobs == gens[i].logprobs
 
