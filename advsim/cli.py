@@ -168,7 +168,8 @@ def demo_cmd(
     run = train(cfg, run_dir, resume=resume)
     t1 = time.perf_counter()
     results = evaluate(run.path, tasks="all" if full else cfg.eval.tasks, seeds=cfg.eval.seeds,
-                       browser=cfg.eval.browser, attacked_browser=cfg.eval.attacked_browser)
+                       browser=cfg.eval.browser, attacked_browser=cfg.eval.attacked_browser,
+                       corpus_attacks=cfg.eval.corpus)
     report = write_report(run.path, results)
     typer.echo(f"training {t1 - t0:.0f} s, evaluation {time.perf_counter() - t1:.0f} s")
     typer.echo(f"report: {report}")

@@ -104,6 +104,7 @@ class EvalConfig:
     seeds: int = _f(1, "Repeats per task in the simulated world (mean and spread reported).")
     browser: bool = _f(True, "Also measure strict success in the real browser.")
     attacked_browser: bool = _f(True, "Also measure attacked strict success in the real browser.")
+    corpus: bool = _f(True, "Also measure completion under the built-in injection-style corpus.")
 
 
 @dataclass(config=_STRICT)

@@ -84,7 +84,8 @@ def learned_injections(learner, io, tasks: Sequence[Task], adversary: str, seed:
 
 
 def evaluate(run_dir: str | Path, tasks: str = "sample:2", seeds: int = 1, browser: bool = True,
-             attacked_browser: bool = True, learner=None, io=None, console: Console | None = None) -> dict:
+             attacked_browser: bool = True, corpus_attacks: bool = True, learner=None, io=None,
+             console: Console | None = None) -> dict:
     """Evaluate every checkpoint of a run; writes ``eval.json`` and returns the results.
 
     Raises:
@@ -139,9 +140,11 @@ def evaluate(run_dir: str | Path, tasks: str = "sample:2", seeds: int = 1, brows
             res["sim_attacked"][a] = {**_rates(eps, sample, seeds),
                                       "rendered": statistics.fmean(e.rendered for e in eps),
                                       "took_target": statistics.fmean(e.took_target for e in eps)}
-        eps = run_set(ex, [EpisodeSpec(t, alpha) for _ in range(seeds) for t, alpha in zip(sample, corpus_alphas)], 303)
-        res["sim_attacked_corpus"] = {**_rates(eps, sample, seeds),
-                                      "took_target": statistics.fmean(e.took_target for e in eps)}
+        if corpus_attacks:
+            eps = run_set(ex, [EpisodeSpec(t, alpha) for _ in range(seeds) for t, alpha in zip(sample, corpus_alphas)],
+                          303)
+            res["sim_attacked_corpus"] = {**_rates(eps, sample, seeds),
+                                          "took_target": statistics.fmean(e.took_target for e in eps)}
         if browser:
             from worlds.web.browser import BrowserWorld
 
@@ -182,7 +185,7 @@ def print_headline(results: dict, console: Console) -> None:
     for name, res in results["checkpoints"].items():
         att = [v["overall"] for v in res["sim_attacked"].values() if v["overall"] is not None]
         table.add_row(name, _fmt(res["sim_clean"]["overall"]), _fmt(statistics.fmean(att) if att else None),
-                      _fmt(res["sim_attacked_corpus"]["overall"]),
+                      _fmt(res.get("sim_attacked_corpus", {}).get("overall")),
                       _fmt(res.get("browser_clean", {}).get("overall")),
                       _fmt(res.get("browser_attacked", {}).get("overall")), _fmt(res["parse_rate"]))
     console.print(table)

@@ -44,7 +44,8 @@ def plot_completion(results: dict, path: Path) -> None:
     series = {
         "sim clean": [results["checkpoints"][n]["sim_clean"]["overall"] for n in names],
         "sim attacked (learned)": [_attacked_mean(results["checkpoints"][n]) for n in names],
-        "sim attacked (corpus)": [results["checkpoints"][n]["sim_attacked_corpus"]["overall"] for n in names],
+        "sim attacked (corpus)": [results["checkpoints"][n].get("sim_attacked_corpus", {}).get("overall")
+                                  for n in names],
         "browser clean": [results["checkpoints"][n].get("browser_clean", {}).get("overall") for n in names],
         "browser attacked": [results["checkpoints"][n].get("browser_attacked", {}).get("overall") for n in names],
     }
@@ -154,7 +155,8 @@ def write_report(run_dir: str | Path, results: dict) -> Path:
         att = _attacked_mean(res)
         gap = None if att is None or res["sim_clean"]["overall"] is None else res["sim_clean"]["overall"] - att
         lines.append(f"| {name} | {res['executor']} | {_pct(res['sim_clean']['overall'])} | "
-                     f"{_pct(res['sim_clean']['spread'])} | {_pct(att)} | {_pct(res['sim_attacked_corpus']['overall'])} | "
+                     f"{_pct(res['sim_clean']['spread'])} | {_pct(att)} | "
+                     f"{_pct(res.get('sim_attacked_corpus', {}).get('overall'))} | "
                      f"{_pct(res.get('browser_clean', {}).get('overall'))} | "
                      f"{_pct(res.get('browser_attacked', {}).get('overall'))} | {_pct(gap)} | {_pct(res['parse_rate'])} |")
     lines += ["", "## Per stratum (%)", ""]
@@ -162,7 +164,8 @@ def write_report(run_dir: str | Path, results: dict) -> Path:
     for name, res in ck.items():
         settings = [("sim clean", res["sim_clean"])]
         settings += [(f"sim attacked ({a})", v) for a, v in res["sim_attacked"].items()]
-        settings += [("sim attacked (corpus)", res["sim_attacked_corpus"])]
+        if "sim_attacked_corpus" in res:
+            settings.append(("sim attacked (corpus)", res["sim_attacked_corpus"]))
         if "browser_clean" in res:
             settings.append(("browser clean", res["browser_clean"]))
         if "browser_attacked" in res:
