@@ -111,10 +111,19 @@ def train_cmd(
     config: Path = typer.Option(..., "--config", help="YAML config (see configs/)"),
     run_dir: Optional[Path] = typer.Option(None, "--run-dir", help="run directory (default runs/<name>)"),
     resume: bool = typer.Option(False, "--resume", help="continue from the last complete checkpoint"),
+    stages: Optional[str] = typer.Option(None, "--stages", help="override the config's stages: '1', '2' or '1,2'"),
 ) -> None:
     """Warm start, stage 1 (curriculum <-> executor) and stage 2 (adversary <-> executor)."""
     _setup_logging()
     cfg = _load(config)
+    if stages is not None:
+        from advsim.config import ConfigError, config_from_dict
+
+        try:
+            cfg = config_from_dict({**cfg.to_dict(), "stages": [int(x) for x in stages.split(",") if x.strip()]})
+        except (ConfigError, ValueError) as exc:
+            typer.echo(f"error: --stages: {exc}", err=True)
+            raise typer.Exit(2)
     from advsim.train import RunExistsError, train
 
     try:
