@@ -29,13 +29,10 @@ import torch
 from advsim.config import TrainConfig
 from forms_bench.atomic import atomic_write_bytes
 from policies.adapters import ROLES, activate, attach_role_adapters, load_adapter, lora_config, reference_policy, save_adapter
-from policies.grpo import Sample, completion_tensor, diff_stats, grpo_loss, sft_loss
+from policies.grpo import Sample, completion_tensor, grpo_loss, sft_loss
+from policies.numerics import ConsistencyError, check, diff_report, surrogate
 
 log = logging.getLogger(__name__)
-
-
-class ConsistencyError(RuntimeError):
-    """Rollout and training log-probs differ while ``consistency="strict"``."""
 
 
 class Learner:
@@ -183,9 +180,12 @@ class Learner:
         lens = [len(s.completion_ids) for s in samples]
         scores = self.engine.score(seqs, [ref] * len(seqs))
         train_vals = [sc[pl - 1:] for sc, pl in zip(scores, plens)]
-        diff = diff_stats([s.rollout_logprobs for s in samples], train_vals)
-        if self.cfg.model.consistency == "strict" and diff["max"] != 0.0:
-            raise ConsistencyError(f"{role} update: rollout vs training log-prob diff {diff}")
+        width_all = max(lens)
+        report = diff_report(completion_tensor([s.rollout_logprobs for s in samples], lens, width_all, torch.float64),
+                             completion_tensor(train_vals, lens, width_all, torch.float64),
+                             completion_tensor([[1.0] * n for n in lens], lens, width_all) > 0)
+        check(report, self.cfg.model.consistency)  # strict: raises ConsistencyError on any diff
+        diff = report.as_dict()
         activate(self.model, role)
         opt = self.optimizers[role]
         opt.zero_grad(set_to_none=True)
@@ -200,7 +200,7 @@ class Learner:
             graph = self._graph(mseqs, mpl, width)
             ref_lp = self._graph(mseqs, mpl, width, reference=True)
             values = completion_tensor([train_vals[i] for i in idx], [lens[i] for i in idx], width, graph.dtype)
-            logp = values + (graph - graph.detach())
+            logp = surrogate(values, graph)
             mask = completion_tensor([[1.0] * lens[i] for i in idx], [lens[i] for i in idx], width, graph.dtype)
             adv = torch.tensor([samples[i].advantage for i in idx], dtype=graph.dtype)
             loss, st = grpo_loss(logp, ref_lp, adv, mask, self.cfg.optim.beta_kl, n_samples=n)

@@ -16,7 +16,6 @@ diff = |ℓ_rollout − ℓ_train| (max, mean, std) and the k3 KL.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Sequence
 
@@ -90,21 +89,3 @@ def completion_tensor(rows: Sequence[Sequence[float]], lengths: Sequence[int], w
         if n:
             out[b, :n] = torch.tensor(list(r[:n]), dtype=dtype)
     return out
-
-
-def diff_stats(rollout: Sequence[Sequence[float]], train: Sequence[Sequence[float]]) -> dict[str, float]:
-    """diff = |ℓ_rollout − ℓ_train| over all tokens: max, mean, std, plus the k3 KL estimate
-    mean(e^{ℓ_t − ℓ_r} − (ℓ_t − ℓ_r) − 1) (Bit-consistent RL's reported numbers)."""
-    diffs, k3s = [], []
-    for r, t in zip(rollout, train):
-        if len(r) != len(t):
-            raise ValueError(f"rollout has {len(r)} log-probs, training {len(t)}")
-        for a, b in zip(r, t):
-            d = b - a
-            diffs.append(abs(d))
-            k3s.append(math.exp(d) - d - 1.0)
-    if not diffs:
-        return {"max": 0.0, "mean": 0.0, "std": 0.0, "k3": 0.0, "tokens": 0}
-    mean = sum(diffs) / len(diffs)
-    std = math.sqrt(sum((x - mean) ** 2 for x in diffs) / len(diffs))
-    return {"max": max(diffs), "mean": mean, "std": std, "k3": sum(k3s) / len(k3s), "tokens": len(diffs)}
