@@ -170,15 +170,17 @@ def demo_cmd(
     cfg = _load(REPO_ROOT / "configs" / "demo.yaml")
     from advsim.evaluate import evaluate
     from advsim.report import write_report
-    from advsim.train import train
+    from advsim.run import RunDir
+    from advsim.train import build_learner, train
 
     run_dir = run_dir or Path("runs") / time.strftime("demo-%Y%m%d-%H%M%S")
     t0 = time.perf_counter()
-    run = train(cfg, run_dir, resume=resume)
+    learner = build_learner(cfg, RunDir(run_dir))  # one engine for training and evaluation
+    run = train(cfg, run_dir, resume=resume, learner=learner)
     t1 = time.perf_counter()
     results = evaluate(run.path, tasks="all" if full else cfg.eval.tasks, seeds=cfg.eval.seeds,
                        browser=cfg.eval.browser, attacked_browser=cfg.eval.attacked_browser,
-                       corpus_attacks=cfg.eval.corpus)
+                       corpus_attacks=cfg.eval.corpus, learner=learner)
     report = write_report(run.path, results)
     typer.echo(f"training {t1 - t0:.0f} s, evaluation {time.perf_counter() - t1:.0f} s")
     typer.echo(f"report: {report}")
