@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-import random
 
 import gymnasium as gym
 import pytest
+
+from tests.fuzz import LEDGER_PIECES, fuzz_strings
 from gymnasium.utils.env_checker import check_env
 
 import advsim  # noqa: F401  (registers the environments)
@@ -127,32 +128,12 @@ def test_injection_once_per_episode_rendered_but_never_evidence():
         u.inject("x")
 
 
-def _fuzz_strings(n: int, seed: int = 0):
-    rng = random.Random(seed)
-    pieces = ["get_charge(", "refund_charge(", "final_answer(", "decide(", "list_charges(", "charge_id=", "amount=",
-              ")", "(", "'", '"', "\\", "\n", "\r", "'CH-1'", "49.99", "'$49.99'", "1e309", "-0", ",", "=", "[", "]",
-              "{", "}", "__import__('os')", "__import__('os').system('echo hi')", "exec(", "eval(", "lambda: 0",
-              "é", "✓", "\u202e", "\x00", "\t", "#", "'''", '"""', "*", "**", " ", "None", "True", "...", "b'x'"]
-    for i in range(n):
-        s = "".join(rng.choice(pieces) for _ in range(rng.randint(0, 14)))
-        if i % 97 == 0:
-            s = "x" * 10_000 + s
-        if i % 89 == 0:
-            s = "refund_charge(charge_id='" + "a" * 10_000 + "', amount=1)"
-        if i % 83 == 0:
-            s = "".join(chr(rng.randint(1, 0x2FFFF)) for _ in range(rng.randint(1, 60)))
-        if i % 79 == 0:
-            s = "get_charge(" * 400 + ")" * 400
-        yield s
-    for junk in (None, 42, b"get_charge(charge_id='x')", ["final_answer('x')"], 3.5, object()):
-        yield junk
-
-
 def test_fuzzed_actions_never_raise_out_of_step():
     env = EvidenceLedgerEnv(max_steps=25)
     env.reset(seed=0)
     n = 0
-    for s in _fuzz_strings(10_000):
+    for s in fuzz_strings(10_000, pieces=LEDGER_PIECES, long_call="refund_charge(charge_id='{}', amount=1)",
+                          nested="get_charge(", non_strings=True):
         obs, r, term, trunc, info = env.step(s)
         n += 1
         assert isinstance(r, float) and set(obs) == {"context", "tool_result", "last_action_error"}
