@@ -8,21 +8,22 @@ small CPU setting; nothing in the code assumes either's sizes.
 
 from __future__ import annotations
 
-from dataclasses import asdict, field
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any, Literal, Optional
 
 import yaml
-from pydantic import ConfigDict, ValidationError
+from pydantic import ConfigDict, Field, ValidationError
 from pydantic.dataclasses import dataclass
 
 _STRICT = ConfigDict(extra="forbid", strict=False, validate_assignment=True)
 
 
 def _f(default: Any, help: str, **kw):
+    """A documented field; ``kw`` are pydantic bounds (``ge=1``) checked at load time."""
     if isinstance(default, (list, dict)):
-        return field(default_factory=lambda: type(default)(default), metadata={"help": help}, **kw)
-    return field(default=default, metadata={"help": help}, **kw)
+        return Field(default_factory=lambda: type(default)(default), description=help, **kw)
+    return Field(default=default, description=help, **kw)
 
 
 @dataclass(config=_STRICT)
@@ -33,75 +34,80 @@ class ModelConfig:
     engine: Literal["vllm", "torch"] = _f("vllm", "Rollout engine: 'vllm' (VLLMEngine) or 'torch' (TorchEngine).")
     consistency: Literal["strict", "measure"] = _f(
         "strict", "Numerics contract: 'strict' raises on any rollout/training log-prob diff, 'measure' logs it.")
-    lora_rank: int = _f(8, "LoRA rank r of every role adapter.")
-    lora_alpha: int = _f(16, "LoRA alpha of every role adapter.")
+    lora_rank: int = _f(8, "LoRA rank r of every role adapter.", ge=1)
+    lora_alpha: int = _f(16, "LoRA alpha of every role adapter.", ge=1)
     lora_layers: Optional[int] = _f(None, "Give LoRA weights to the last N decoder layers only (None = every "
-                                    "layer). Fewer layers cut the backward pass on CPU; the forward is unchanged.")
-    max_model_len: int = _f(2048, "Longest prompt + completion in tokens.")
-    kv_cache_gib: int = _f(1, "vLLM CPU KV-cache size in whole GiB (VLLM_CPU_KVCACHE_SPACE).")
-    threads: int = _f(2, "CPU threads for torch and vLLM (set before the engine starts).")
+                                    "layer). Fewer layers cut the backward pass on CPU; the forward is unchanged.",
+                                    ge=1)
+    max_model_len: int = _f(2048, "Longest prompt + completion in tokens.", ge=1)
+    kv_cache_gib: int = _f(1, "vLLM CPU KV-cache size in whole GiB (VLLM_CPU_KVCACHE_SPACE).", ge=1)
+    threads: int = _f(2, "CPU threads for torch and vLLM (set before the engine starts).", ge=1)
 
 
 @dataclass(config=_STRICT)
 class OptimConfig:
-    learning_rate: float = _f(1e-4, "AdamW learning rate of the active adapter.")
-    weight_decay: float = _f(0.0, "AdamW weight decay.")
-    max_grad_norm: float = _f(1.0, "Gradient-norm clip before each step.")
-    beta_kl: float = _f(0.02, "β, weight of the k3 KL term to the backbone (adapters off).")
-    micro_batch: int = _f(4, "Sequences per forward/backward pass (gradient accumulation over the batch).")
+    learning_rate: float = _f(1e-4, "AdamW learning rate of the active adapter.", gt=0)
+    weight_decay: float = _f(0.0, "AdamW weight decay.", ge=0)
+    max_grad_norm: float = _f(1.0, "Gradient-norm clip before each step.", gt=0)
+    beta_kl: float = _f(0.02, "β, weight of the k3 KL term to the backbone (adapters off).", ge=0)
+    micro_batch: int = _f(4, "Sequences per forward/backward pass (gradient accumulation over the batch).", ge=1)
 
 
 @dataclass(config=_STRICT)
 class WarmStartConfig:
     enabled: bool = _f(True, "Run supervised warm start before stage 1.")
-    executor_tasks: int = _f(60, "Training-pool tasks whose oracle trajectories become executor demonstrations.")
-    curriculum_examples: int = _f(20, "Generated task specs the curriculum is fine-tuned on.")
-    adversary_examples: int = _f(20, "Templated injections the adversary is fine-tuned on.")
-    epochs: int = _f(2, "Passes over each role's demonstrations.")
-    learning_rate: float = _f(1e-3, "AdamW learning rate of the warm start.")
+    executor_tasks: int = _f(60, "Training-pool tasks whose oracle trajectories become executor demonstrations.", ge=1)
+    curriculum_examples: int = _f(20, "Generated task specs the curriculum is fine-tuned on.", ge=0)
+    adversary_examples: int = _f(20, "Templated injections the adversary is fine-tuned on.", ge=0)
+    epochs: int = _f(2, "Passes over each role's demonstrations.", ge=1)
+    learning_rate: float = _f(1e-3, "AdamW learning rate of the warm start.", gt=0)
     seed: int = _f(11, "Seed of the training pool the demonstrations come from (never the test set).")
+    micro_batch: int = _f(1, "Examples per optimizer step of the warm start (more steps for the same compute "
+                             "when small).", ge=1)
+    check_tasks: int = _f(20, "Held-out training tasks on which each warm-started role's output format is "
+                              "checked (parse rates logged); 0 skips the check.", ge=0)
 
 
 @dataclass(config=_STRICT)
 class Stage1Config:
-    iterations: int = _f(3, "Curriculum↔executor iterations (checkpoints capability-iter-t).")
-    proposals: int = _f(8, "|P|: curriculum proposals per iteration.")
-    control_runs: int = _f(4, "K: executor runs per proposal to estimate p̂_J.")
-    rollouts_per_task: int = _f(4, "G: executor rollouts per task for the executor update.")
-    executor_pool: int = _f(8, "Tasks in the executor's pool per iteration (top proposals by R_C).")
-    lambda_c: float = _f(0.5, "λ_C, repetition-penalty weight of R_C.")
-    cluster_threshold: float = _f(0.5, "Lexical-similarity threshold of the repetition clusters.")
+    iterations: int = _f(3, "Curriculum↔executor iterations (checkpoints capability-iter-t).", ge=1)
+    proposals: int = _f(8, "|P|: curriculum proposals per iteration.", ge=1)
+    control_runs: int = _f(4, "K: executor runs per proposal to estimate p̂_J.", ge=1)
+    rollouts_per_task: int = _f(4, "G: executor rollouts per task for the executor update.", ge=1)
+    executor_pool: int = _f(8, "Tasks in the executor's pool per iteration (top proposals by R_C).", ge=1)
+    lambda_c: float = _f(0.5, "λ_C, repetition-penalty weight of R_C.", ge=0)
+    cluster_threshold: float = _f(0.5, "Lexical-similarity threshold of the repetition clusters.", ge=0, le=1)
 
 
 @dataclass(config=_STRICT)
 class Stage2Config:
-    iterations: int = _f(3, "Adversary↔executor iterations (checkpoints robust-iter-t, adv-v-t).")
-    tasks: int = _f(8, "Tasks per iteration (p̂_J ≥ eta) the adversary attacks.")
-    eta: float = _f(0.25, "η: minimum p̂_J for a task to be attacked.")
-    control_runs: int = _f(4, "K: clean control trajectories per task.")
-    proposals_per_task: int = _f(4, "|P_x|: adversary proposals per task.")
-    rollouts_per_task: int = _f(4, "G: executor rollouts per task in the mixed pool.")
-    lambda_a: float = _f(0.5, "λ_A, repetition-penalty weight of R_A.")
-    mix_fresh: float = _f(0.50, "Share of fresh attacks in the executor pool.")
-    mix_history: float = _f(0.25, "Share of replayed historical attacks in the executor pool.")
-    mix_clean: float = _f(0.25, "Share of clean tasks in the executor pool.")
-    w_g: float = _f(0.5, "w_g of the target-avoidance reward.")
-    w_r: float = _f(0.5, "w_r of the target-avoidance reward.")
+    iterations: int = _f(3, "Adversary↔executor iterations (checkpoints robust-iter-t, adv-v-t).", ge=1)
+    tasks: int = _f(8, "Tasks per iteration (p̂_J ≥ eta) the adversary attacks.", ge=1)
+    eta: float = _f(0.25, "η: minimum p̂_J for a task to be attacked.", ge=0, le=1)
+    control_runs: int = _f(4, "K: clean control trajectories per task.", ge=1)
+    proposals_per_task: int = _f(4, "|P_x|: adversary proposals per task.", ge=1)
+    rollouts_per_task: int = _f(4, "G: executor rollouts per task in the mixed pool.", ge=1)
+    lambda_a: float = _f(0.5, "λ_A, repetition-penalty weight of R_A.", ge=0)
+    mix_fresh: float = _f(0.50, "Share of fresh attacks in the executor pool.", ge=0)
+    mix_history: float = _f(0.25, "Share of replayed historical attacks in the executor pool.", ge=0)
+    mix_clean: float = _f(0.25, "Share of clean tasks in the executor pool.", ge=0)
+    w_g: float = _f(0.5, "w_g of the target-avoidance reward.", ge=0)
+    w_r: float = _f(0.5, "w_r of the target-avoidance reward.", ge=0)
 
 
 @dataclass(config=_STRICT)
 class RolloutConfig:
-    max_steps: int = _f(12, "Actions per episode before truncation.")
-    max_new_tokens: int = _f(48, "Tokens per executor action.")
-    proposal_max_new_tokens: int = _f(160, "Tokens per curriculum/adversary proposal.")
-    temperature: float = _f(1.0, "Sampling temperature of all roles during training.")
-    top_p: float = _f(1.0, "Nucleus sampling threshold.")
+    max_steps: int = _f(12, "Actions per episode before truncation.", ge=1)
+    max_new_tokens: int = _f(48, "Tokens per executor action.", ge=1)
+    proposal_max_new_tokens: int = _f(160, "Tokens per curriculum/adversary proposal.", ge=1)
+    temperature: float = _f(1.0, "Sampling temperature of all roles during training.", ge=0)
+    top_p: float = _f(1.0, "Nucleus sampling threshold.", ge=0, le=1)
 
 
 @dataclass(config=_STRICT)
 class EvalConfig:
     tasks: str = _f("sample:2", "Test tasks to evaluate: 'all', 'sample:N' (N per stratum) or ids.")
-    seeds: int = _f(1, "Repeats per task in the simulated world (mean and spread reported).")
+    seeds: int = _f(1, "Repeats per task in the simulated world (mean and spread reported).", ge=1)
     browser: bool = _f(True, "Also measure strict success in the real browser.")
     attacked_browser: bool = _f(True, "Also measure attacked strict success in the real browser.")
     corpus: bool = _f(True, "Also measure completion under the built-in injection-style corpus.")

@@ -131,7 +131,7 @@ class Learner:
 
     # -- log-probs ---------------------------------------------------------------------------
     def _graph(self, seqs: Sequence[Sequence[int]], prompt_lens: Sequence[int], width: int,
-               reference: bool = False) -> torch.Tensor:
+               reference: bool = False, trunk: Sequence[torch.Tensor] | None = None) -> torch.Tensor:
         """``[B, width]`` log-probs of each sequence's completion tokens (left-aligned, zero
         padded) under the active adapter (with gradient) or the backbone (``reference=True``,
         no gradient).
@@ -140,6 +140,9 @@ class Learner:
         completion ends at the last position, and only the last ``width + 1`` positions go
         through the LM head (``logits_to_keep``) — the full ``[B, T, vocab]`` logits of a
         1,000-token page would take gigabytes.
+
+        ``trunk``: per sequence, the cached ``[T_i, d]`` states entering the first LoRA layer
+        (:meth:`trunk_states`); the forward then starts there and runs only the adapted layers.
         """
         B, T = len(seqs), max(len(s) for s in seqs)
         ids = torch.full((B, T), self.tokenizer.pad_token_id or 0, dtype=torch.long)
@@ -151,14 +154,71 @@ class Learner:
         ctx = reference_policy(self.model) if reference else contextlib.nullcontext()
         grad = contextlib.nullcontext() if not reference else torch.no_grad()
         with ctx, grad:
-            logits = self.model(input_ids=ids, attention_mask=att, position_ids=pos, use_cache=False,
-                                logits_to_keep=width + 1).logits[:, :-1]
+            if trunk is None:
+                logits = self.model(input_ids=ids, attention_mask=att, position_ids=pos, use_cache=False,
+                                    logits_to_keep=width + 1).logits[:, :-1]
+            else:
+                layers, k = self._trunk()
+                h = torch.zeros((B, T, trunk[0].shape[-1]), dtype=trunk[0].dtype)
+                for b, t in enumerate(trunk):
+                    h[b, T - t.shape[0]:] = t
+                inner = self.model.get_base_model().model
+                inner.layers = torch.nn.ModuleList(list(layers)[k:])
+                try:
+                    logits = self.model(inputs_embeds=h, attention_mask=att, position_ids=pos, use_cache=False,
+                                        logits_to_keep=width + 1).logits[:, :-1]
+                finally:
+                    inner.layers = layers
             lp = torch.log_softmax(logits.float(), -1).gather(-1, ids[:, T - width:, None]).squeeze(-1)
         rows = []
         for b, (s, pl) in enumerate(zip(seqs, prompt_lens)):
             n = len(s) - pl
             rows.append(torch.nn.functional.pad(lp[b, width - n:], (0, width - n)))
         return torch.stack(rows)
+
+    # -- frozen trunk (warm start) --------------------------------------------------------------
+    def _trunk(self) -> tuple[torch.nn.ModuleList, int] | None:
+        """The decoder's layer list and the index of its first LoRA layer, when the layers
+        below it are frozen (``model.lora_layers`` set); ``None`` otherwise."""
+        n_lora = self.cfg.model.lora_layers
+        inner = getattr(self.model.get_base_model(), "model", None)
+        layers = getattr(inner, "layers", None)
+        if n_lora is None or not isinstance(layers, torch.nn.ModuleList) or n_lora >= len(layers):
+            return None
+        return layers, len(layers) - n_lora
+
+    @torch.no_grad()
+    def trunk_states(self, seq: Sequence[int]) -> torch.Tensor | None:
+        """``[T, d]`` float32 hidden states entering the first LoRA layer for one sequence.
+
+        With LoRA on the top ``lora_layers`` layers only, everything below is the frozen
+        backbone, so these states do not change while an adapter trains: the warm start
+        computes them once per example and every epoch runs only the adapted layers
+        (:meth:`_graph` with ``trunk=``). ``None`` when LoRA covers every layer.
+        """
+        found = self._trunk()
+        if found is None:
+            return None
+        layers, k = found
+        box: dict[str, torch.Tensor] = {}
+
+        class _Stop(Exception):
+            pass
+
+        def grab(module, args, kwargs):
+            box["h"] = (args[0] if args else kwargs["hidden_states"]).detach()
+            raise _Stop
+
+        ids = torch.tensor([list(seq)], dtype=torch.long)
+        handle = layers[k].register_forward_pre_hook(grab, with_kwargs=True)
+        try:
+            self.model(input_ids=ids, attention_mask=torch.ones_like(ids),
+                       position_ids=torch.arange(ids.shape[1])[None], use_cache=False)
+        except _Stop:
+            pass
+        finally:
+            handle.remove()
+        return box["h"][0]
 
     # -- updates -----------------------------------------------------------------------------
     def update(self, role: str, samples: Sequence[Sample]) -> dict:
@@ -220,30 +280,38 @@ class Learner:
                 "version": self.versions[role]}
 
     def sft(self, role: str, examples: Sequence[tuple[Sequence[int], Sequence[int]]], epochs: int,
-            learning_rate: float, seed: int, progress=None) -> dict:
+            learning_rate: float, seed: int, progress=None, micro_batch: int | None = None) -> dict:
         """Supervised warm start of ``role`` on ``(prompt_ids, target_ids)`` pairs.
 
         Mean NLL of the target tokens (:func:`policies.grpo.sft_loss`), AdamW (a separate
-        optimizer), micro-batches of ``optim.micro_batch``, seeded shuffling, gradient clip.
-        Afterwards the next version of ``role`` is saved and registered.
+        optimizer), one step per ``micro_batch`` examples (default ``optim.micro_batch``),
+        seeded shuffling, gradient clip.
+        With more than one epoch and LoRA on the top layers only, the frozen layers' output is
+        computed once per example (:meth:`trunk_states`) and each epoch runs only the adapted
+        layers: the same loss up to float rounding, about 1/3 of the cost on SmolLM2 with 6 of
+        30 layers adapted. Afterwards the next version of ``role`` is saved and registered.
 
         Returns:
-            ``{"loss_first": …, "loss_last": …, "steps": …, "version": …}``.
+            ``{"loss_first": …, "loss_last": …, "loss_epochs": [mean loss of each epoch], "steps": …,
+            "version": …}``.
         """
         activate(self.model, role)
         opt = self._optimizer(role, learning_rate)
         rng = random.Random(seed)
-        mb = max(1, self.cfg.optim.micro_batch)
+        mb = max(1, micro_batch or self.cfg.optim.micro_batch)
         losses = []
+        seqs_all = [list(p) + list(t) for p, t in examples]
+        cache = [self.trunk_states(s) for s in seqs_all] if epochs > 1 else [None] * len(examples)
         for _ in range(epochs):
             order = list(range(len(examples)))
             rng.shuffle(order)
             for start in range(0, len(order), mb):
                 idx = order[start:start + mb]
-                seqs = [list(examples[i][0]) + list(examples[i][1]) for i in idx]
+                seqs = [seqs_all[i] for i in idx]
                 pls = [len(examples[i][0]) for i in idx]
                 width = max(len(examples[i][1]) for i in idx)
-                lp = self._graph(seqs, pls, width)
+                trunk = None if cache[idx[0]] is None else [cache[i] for i in idx]
+                lp = self._graph(seqs, pls, width, trunk=trunk)
                 mask = completion_tensor([[1.0] * len(examples[i][1]) for i in idx],
                                          [len(examples[i][1]) for i in idx], width, lp.dtype)
                 loss = sft_loss(lp, mask)
@@ -256,8 +324,11 @@ class Learner:
                     progress(len(idx))
         self.versions[role] += 1
         self.publish(role)
+        per_epoch = max(1, -(-len(examples) // mb))
+        epoch_means = [sum(losses[i:i + per_epoch]) / len(losses[i:i + per_epoch])
+                       for i in range(0, len(losses), per_epoch)]
         return {"loss_first": losses[0] if losses else math.nan, "loss_last": losses[-1] if losses else math.nan,
-                "steps": len(losses), "version": self.versions[role]}
+                "loss_epochs": epoch_means, "steps": len(losses), "version": self.versions[role]}
 
     def close(self) -> None:
         """Release the engine (vLLM frees its KV cache when the LLM object goes)."""

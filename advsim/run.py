@@ -7,7 +7,7 @@ Layout of ``runs/<id>/``::
     proposals.jsonl           curriculum and adversary proposals with their rewards
     trajectories.jsonl        executor episodes (task, actions, verdict)
     checkpoints/<name>/       adapters (policies.adapters layout) + optimizer state + state.json
-    checkpoints/LATEST        name of the last complete checkpoint
+    checkpoints/LATEST        name of the last complete checkpoint (its state.json lists all)
     report.md, *.png          written by advsim.report
 
 Every write is atomic (temporary file + rename). A checkpoint is complete once ``LATEST``
@@ -63,23 +63,27 @@ class RunDir:
     def checkpoint_dir(self, name: str) -> Path:
         return self.path / "checkpoints" / name
 
-    def commit_checkpoint(self, name: str, state: dict[str, Any]) -> None:
-        """Mark checkpoint ``name`` complete: write its ``state.json``, remember each log's
-        length, then point ``LATEST`` at it (the last write)."""
-        d = self.checkpoint_dir(name)
-        d.mkdir(parents=True, exist_ok=True)
+    def commit_checkpoint(self, name: str, state: dict[str, Any], also: Iterable[str] = ()) -> None:
+        """Mark checkpoint ``name`` (and the checkpoints ``also``, written with it) complete.
+
+        Each folder gets its ``state.json`` (with each log's current length and the list of
+        complete checkpoints); then ``LATEST`` is pointed at ``name`` — the one write that
+        makes them all complete at once, so a kill at any moment leaves either the old or the
+        new checkpoint, never a mixture.
+        """
+        also = list(also)
         lengths = {log: len(self.read(log)) for log in LOGS}
-        atomic_write_json(d / "state.json", {**state, "name": name, "log_lengths": lengths})
-        done = self.completed()
-        if name not in done:
-            done.append(name)
-        atomic_write_json(self.path / "checkpoints" / "COMPLETED.json", done)
+        done = [n for n in self.completed() if n != name and n not in also] + [name, *also]
+        for n in [*also, name]:
+            d = self.checkpoint_dir(n)
+            d.mkdir(parents=True, exist_ok=True)
+            atomic_write_json(d / "state.json", {**state, "name": n, "log_lengths": lengths, "completed": done})
         atomic_write_text(self.path / "checkpoints" / "LATEST", name + "\n")
 
     def completed(self) -> list[str]:
-        """Names of complete checkpoints, oldest first."""
-        p = self.path / "checkpoints" / "COMPLETED.json"
-        return json.loads(p.read_text()) if p.exists() else []
+        """Names of complete checkpoints, oldest first (recorded in the latest one)."""
+        latest = self.latest()
+        return list(latest[1].get("completed", [latest[0]])) if latest else []
 
     def latest(self) -> tuple[str, dict] | None:
         """(name, state) of the last complete checkpoint, or None."""

@@ -48,7 +48,7 @@ def build_learner(cfg: TrainConfig, run: RunDir):
 
 
 def _warmstart(learner, io: RoleIO, cfg: TrainConfig, console: Console) -> dict[str, Any]:
-    from advsim.warmstart import adversary_examples, curriculum_examples, executor_examples
+    from advsim.warmstart import adversary_examples, curriculum_examples, executor_examples, format_check
 
     w = cfg.warmstart
     tok = learner.tokenizer
@@ -57,11 +57,18 @@ def _warmstart(learner, io: RoleIO, cfg: TrainConfig, console: Console) -> dict[
                            ("curriculum", curriculum_examples(io, tok, w.curriculum_examples, w.seed)),
                            ("adversary", adversary_examples(io, tok, w.adversary_examples, w.seed))):
         t0 = time.perf_counter()
-        stats = learner.sft(role, examples, w.epochs, w.learning_rate, seed=w.seed)
+        stats = learner.sft(role, examples, w.epochs, w.learning_rate, seed=w.seed, micro_batch=w.micro_batch)
         stats.update(examples=len(examples), seconds=time.perf_counter() - t0)
-        console.log(f"warm start {role}: {len(examples)} examples, loss {stats['loss_first']:.3f} -> "
-                    f"{stats['loss_last']:.3f} ({stats['seconds']:.0f} s)")
+        console.log(f"warm start {role}: {len(examples)} examples, loss per epoch "
+                    f"{' '.join(f'{x:.3f}' for x in stats['loss_epochs'])} ({stats['seconds']:.0f} s)")
         out[role] = stats
+    if w.check_tasks:
+        t0 = time.perf_counter()
+        check = format_check(learner, io, w.check_tasks, w.seed)
+        check["seconds"] = time.perf_counter() - t0
+        console.log("warm start format check on held-out prompts: " + ", ".join(
+            f"{role} {check[f'{role}_parse_rate']:.0%}" for role in ("executor", "curriculum", "adversary")))
+        out["format_check"] = check
     return out
 
 
@@ -113,11 +120,11 @@ def train(cfg: TrainConfig, run_dir: str | Path, resume: bool = False, console: 
             console.log(f"{phase}: flip rate {row['flip_rate']:.2f}, attacked success "
                         f"{row['executor_attacked_success']}, diff max {row['executor'].get('diff', {}).get('max')}")
         state = {"versions": dict(learner.versions), "history": history, "seconds": time.perf_counter() - t0}
-        names = [phase] + ([f"adv-v-{phase.rsplit('-', 1)[1]}"] if phase.startswith("robust-iter-") else [])
-        for name in names:
+        also = [f"adv-v-{phase.rsplit('-', 1)[1]}"] if phase.startswith("robust-iter-") else []
+        for name in [*also, phase]:
             learner.save_optimizers(run.checkpoint_dir(name) / "optimizer.pt")
-            run.commit_checkpoint(name, state)
-        console.log(f"checkpoint {' + '.join(names)} ({state['seconds']:.0f} s)")
+        run.commit_checkpoint(phase, state, also=also)
+        console.log(f"checkpoint {' + '.join([phase, *also])} ({state['seconds']:.0f} s)")
         if stop_after == phase:
             break
     return run

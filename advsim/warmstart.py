@@ -78,6 +78,56 @@ def adversary_examples(io: RoleIO, tokenizer, n: int, seed: int) -> list[tuple[l
     return out
 
 
+def format_check(learner, io: RoleIO, n_tasks: int, seed: int) -> dict[str, float]:
+    """How often each warm-started role now speaks its format, on prompts it was not trained on.
+
+    Samples (at the rollout temperature, through the learner's engine) one executor action for
+    the first page of ``n_tasks`` held-out generated training tasks (seed ``seed + 1000``),
+    one curriculum spec and one adversary α per task, and parses them with the roles' parsers.
+
+    Returns:
+        ``{"executor_parse_rate", "curriculum_parse_rate", "adversary_parse_rate", "samples"}``
+        (shares in [0, 1]).
+    """
+    from policies.engines import GenerationRequest
+
+    r = learner.cfg.rollout
+    per = max(1, -(-n_tasks // len(STRATA)))
+    tasks = [t for s in STRATA for t in generate(s, per, seed=seed + 1000)][:n_tasks]
+    world = SimWebWorld()
+    rng = random.Random(seed + 1000)
+    prompts = {"executor": [], "curriculum": [], "adversary": []}
+    for task in tasks:
+        page = world.reset(task)
+        prompts["executor"].append(io.executor_prompt(task.goal, page, [], ""))
+        examples = [TaskProposal(stratum=rng.choice(STRATA), domain=rng.choice(DOMAIN_NAMES),
+                                 seed=rng.randint(0, 999_999)).model_dump_json() for _ in range(3)]
+        prompts["curriculum"].append(io.curriculum_prompt(task.stratum, examples))
+        prompts["adversary"].append(io.adversary_prompt(task.goal, page, [a.to_text() for a in solve(task)]))
+    parsers = {"executor": _parse_action, "curriculum": io.parse_curriculum, "adversary": io.parse_adversary}
+    out: dict[str, float] = {"samples": float(len(tasks))}
+    for role, ps in prompts.items():
+        limit = r.max_new_tokens if role == "executor" else r.proposal_max_new_tokens
+        reqs = [GenerationRequest(prompt_ids=tuple(p), adapter=learner.ref(role), max_new_tokens=limit,
+                                  temperature=r.temperature, top_p=r.top_p, seed=seed + 1000 + i)
+                for i, p in enumerate(ps)]
+        ok = 0
+        for g in learner.engine.generate(reqs):
+            try:
+                parsers[role](g.text)
+                ok += 1
+            except ValueError:
+                pass
+        out[f"{role}_parse_rate"] = ok / len(ps) if ps else 0.0
+    return out
+
+
+def _parse_action(text: str):
+    from forms_bench.actions import parse_action
+
+    return parse_action(text)
+
+
 def parse_rate(texts: Sequence[str]) -> float:
     """Share of executor outputs that parse as one BrowserGym action."""
     from forms_bench.actions import ActionParseError, parse_action

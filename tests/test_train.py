@@ -7,6 +7,7 @@ import pytest
 
 from advsim.coevolution import RoleIO
 from advsim.config import config_from_dict
+from advsim.run import RunDir
 from advsim.train import RunExistsError, phases, train
 from forms_bench import STRATA
 from forms_bench.injection import Injection
@@ -21,6 +22,10 @@ TINY = {
     "stage2": {"iterations": 1, "tasks": 1, "control_runs": 1, "proposals_per_task": 2, "rollouts_per_task": 2},
     "rollout": {"max_steps": 2, "max_new_tokens": 6, "proposal_max_new_tokens": 8},
 }
+
+
+WARMSTART = {"enabled": True, "executor_tasks": 2, "curriculum_examples": 2, "adversary_examples": 2,
+             "epochs": 2, "learning_rate": 0.01}
 
 
 def tiny_io(tok):
@@ -42,11 +47,11 @@ def adapter_digests(run_dir: Path) -> dict[str, str]:
             for p in sorted((run_dir / "adapters").glob("*@*/adapter_model.safetensors"))}
 
 
-def run_tiny(tmp, **kw):
+def run_tiny(tmp, warmstart: bool = False, **kw):
     from advsim.learner import Learner
     from policies.backbone import tiny_backbone
 
-    cfg = config_from_dict(TINY)
+    cfg = config_from_dict({**TINY, "warmstart": WARMSTART} if warmstart else TINY)
     model, tok = tiny_backbone(seed=cfg.seed)
     learner = Learner(cfg, Path(tmp) / "adapters", model=model, tokenizer=tok)
     return train(cfg, tmp, learner=learner, io=tiny_io(tok), **kw)
@@ -136,3 +141,50 @@ def test_a_failing_world_fails_only_its_episode():
     with pytest.raises(RuntimeError, match="renderer crashed"):
         made.clear()
         run_episodes(Engine(), lambda *a: [1], [EpisodeSpec(tasks[0])], None, seed=0, world_factory=factory)
+
+
+@pytest.mark.slow
+def test_sigkill_at_three_points_then_resume_gives_the_same_adapters(tmp_path):
+    """A real SIGKILL (subprocess) in the warm start, inside a checkpoint commit, and between the
+    two updates of a stage-2 iteration; each run is resumed until it completes, and must end with the adapter files,
+    logs and checkpoint list of an uninterrupted run, byte for byte."""
+    import signal
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[1]
+
+    def launch(run_dir, *args):
+        return subprocess.run([sys.executable, "-m", "tests.kill_train", str(run_dir), *args], cwd=root,
+                              capture_output=True, text=True, timeout=900)
+
+    full = tmp_path / "full"
+    assert launch(full).returncode == 0
+    reference = RunDir(full)
+    # updates: curriculum + executor per stage-1 iteration (×2), then adversary + executor in
+    # stage 2 — update 5 is the adversary's, in the middle of robust-iter-1
+    for point in ("sft:2", "commit:capability-iter-1", "update:5"):
+        part = tmp_path / point.replace(":", "-")
+        killed = launch(part, "--kill", point)
+        assert killed.returncode == -signal.SIGKILL, killed.stderr[-2000:]
+        done = launch(part, "--resume")
+        assert done.returncode == 0, done.stderr[-2000:]
+        resumed = RunDir(part)
+        assert resumed.completed() == reference.completed() == [
+            "warmstart", "capability-iter-1", "capability-iter-2", "robust-iter-1", "adv-v-1"]
+        assert adapter_digests(part) == adapter_digests(full), point
+        for log in ("events.jsonl", "proposals.jsonl", "trajectories.jsonl"):
+            rows, ref = resumed.read(log), reference.read(log)
+            if log == "events.jsonl":  # wall-clock seconds differ between runs
+                rows, ref = _without_seconds(rows), _without_seconds(ref)
+            assert rows == ref, (point, log)
+
+
+def _without_seconds(rows):
+    def strip(x):
+        if isinstance(x, dict):
+            return {k: strip(v) for k, v in x.items() if k != "seconds"}
+        if isinstance(x, list):
+            return [strip(v) for v in x]
+        return x
+    return [strip(r) for r in rows]

@@ -1,0 +1,69 @@
+"""Subprocess helper of ``test_train.py``: run the tiny pipeline, SIGKILL itself at one point.
+
+``python -m tests.kill_train RUN_DIR [--resume] [--kill POINT]`` where POINT is
+
+- ``sft:N``       — after the N-th warm-start role finished training (its adapter saved),
+- ``update:N``    — right after the N-th GRPO update published its adapter version,
+- ``commit:NAME`` — inside the commit of checkpoint NAME, after its optimizer state and
+  ``state.json`` were written but before ``LATEST`` points at it.
+
+The kill is a real ``SIGKILL`` of this process (no cleanup, no atexit), at a point chosen by
+count rather than by timer so the test is deterministic.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+
+from advsim import run as run_mod
+from advsim.learner import Learner
+
+
+def _die() -> None:
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+def arm(point: str) -> None:
+    kind, _, arg = point.partition(":")
+    if kind in ("sft", "update"):
+        original = getattr(Learner, kind)
+        count = {"n": 0}
+
+        def wrapped(self, *a, **kw):
+            out = original(self, *a, **kw)
+            count["n"] += 1
+            if count["n"] == int(arg):
+                _die()
+            return out
+
+        setattr(Learner, kind, wrapped)
+    elif kind == "commit":
+        original_write = run_mod.atomic_write_text
+
+        def write_text(path, text, *a, **kw):
+            if path.name == "LATEST" and text.strip() == arg:
+                _die()
+            return original_write(path, text, *a, **kw)
+
+        run_mod.atomic_write_text = write_text
+    else:
+        raise SystemExit(f"unknown kill point {point!r}")
+
+
+def main() -> None:
+    from tests.test_train import run_tiny
+
+    ap = argparse.ArgumentParser()
+    ap.add_argument("run_dir")
+    ap.add_argument("--resume", action="store_true")
+    ap.add_argument("--kill")
+    args = ap.parse_args()
+    if args.kill:
+        arm(args.kill)
+    run_tiny(args.run_dir, resume=args.resume, warmstart=True)
+
+
+if __name__ == "__main__":
+    main()
