@@ -141,6 +141,9 @@ def eval_cmd(
     seeds: int = typer.Option(1, help="repeats per task in the simulated world"),
     world: str = typer.Option("both", help="sim | browser | both (browser adds real-browser columns)"),
     json_out: Optional[Path] = typer.Option(None, "--json", help="also write the numbers as JSON"),
+    judge: str = typer.Option("strict", help="strict | lm (also ask the LM judge J and count its "
+                                             "disagreements with the strict check)"),
+    corpus: bool = typer.Option(True, "--corpus/--no-corpus", help="completion under the injection-style corpus"),
 ) -> None:
     """Clean and attacked completion of every checkpoint (sim and real browser) and the report."""
     _setup_logging()
@@ -150,7 +153,10 @@ def eval_cmd(
     if world not in ("sim", "browser", "both"):
         typer.echo("error: --world must be sim, browser or both", err=True)
         raise typer.Exit(2)
-    results = evaluate(run, tasks=tasks, seeds=seeds, browser=world != "sim")
+    if judge not in ("strict", "lm"):
+        typer.echo("error: --judge must be strict or lm", err=True)
+        raise typer.Exit(2)
+    results = evaluate(run, tasks=tasks, seeds=seeds, browser=world != "sim", corpus_attacks=corpus, judge=judge)
     report = write_report(run, results)
     typer.echo(f"report: {report}")
     _write_json(json_out, results)

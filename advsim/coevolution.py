@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import random
 import statistics
-from typing import Any, Callable, Sequence
+from typing import Any, Sequence
 
 from advsim.config import TrainConfig
 from advsim.rewards import (adversary_reward, cluster_sizes, curriculum_reward, executor_advantages,

@@ -83,10 +83,31 @@ def learned_injections(learner, io, tasks: Sequence[Task], adversary: str, seed:
     return out
 
 
+def judge_agreement(episodes, judge) -> dict[str, Any]:
+    """An LM judge's verdicts on finished episodes next to the strict check's.
+
+    Returns:
+        ``{"judge_success": share the judge passes, "judge_pass_strict_fail": count,
+        "judge_fail_strict_pass": count, "judge_parse_errors": count}`` — the two disagreement
+        counts are the judge's false positives and false negatives against the world's true
+        state (AdvSim2Real trains on J's verdicts; this shows how far J is from the truth).
+    """
+    verdicts = judge.judge_many([e.trajectory() for e in episodes]) if episodes else []
+    return {"judge_success": statistics.fmean(v.success for v in verdicts) if verdicts else None,
+            "judge_pass_strict_fail": sum(v.success and not e.success for v, e in zip(verdicts, episodes)),
+            "judge_fail_strict_pass": sum(e.success and not v.success for v, e in zip(verdicts, episodes)),
+            "judge_parse_errors": sum(getattr(v, "parse_error", None) is not None for v in verdicts)}
+
+
 def evaluate(run_dir: str | Path, tasks: str = "sample:2", seeds: int = 1, browser: bool = True,
-             attacked_browser: bool = True, corpus_attacks: bool = True, learner=None, io=None,
-             console: Console | None = None) -> dict:
+             attacked_browser: bool = True, corpus_attacks: bool = True, judge: str = "strict", learner=None,
+             io=None, console: Console | None = None) -> dict:
     """Evaluate every checkpoint of a run; writes ``eval.json`` and returns the results.
+
+    Success is always the strict check on the world's true state. ``judge="lm"`` also asks the
+    LM judge J (the frozen backbone, greedy, through the run's engine; :class:`judges.lm.LMJudge`)
+    about every simulated episode and adds its pass rate and its disagreements with the strict
+    check (:func:`judge_agreement`) to each simulated column.
 
     Raises:
         FileNotFoundError: ``run_dir`` has no config or no complete checkpoint.
@@ -95,6 +116,8 @@ def evaluate(run_dir: str | Path, tasks: str = "sample:2", seeds: int = 1, brows
     from advsim.run import RunDir
     from advsim.train import build_learner, role_io
 
+    if judge not in ("strict", "lm"):
+        raise ValueError(f"judge must be 'strict' or 'lm', got {judge!r}")
     console = console or Console()
     run = RunDir(run_dir)
     cfg: TrainConfig = load_config(run.path / "config.yaml")
@@ -115,6 +138,14 @@ def evaluate(run_dir: str | Path, tasks: str = "sample:2", seeds: int = 1, brows
     for name in done:  # make sure every version is registered with the engine
         learner.restore(versions(name), None)
     r = cfg.rollout
+    lm_judge = None
+    if judge == "lm":
+        from judges.lm import LMJudge
+
+        lm_judge = LMJudge(learner.engine, learner.tokenizer, k=1, temperature=0.0, seed=cfg.seed)
+
+    def judged(eps) -> dict[str, Any]:
+        return judge_agreement(eps, lm_judge) if lm_judge is not None else {}
 
     def run_set(executor_ref, specs, seed, world_factory=None):
         return run_episodes(learner.engine, io.executor_prompt, specs, executor_ref, seed=seed,
@@ -126,24 +157,24 @@ def evaluate(run_dir: str | Path, tasks: str = "sample:2", seeds: int = 1, brows
                   for a in adversaries}
     rng = random.Random(cfg.seed)
     corpus_alphas = [rng.choice(list(corpus(t).values())) for t in sample]
-    results: dict[str, Any] = {"tasks": [t.id for t in sample], "seeds": seeds, "checkpoints": {}}
+    results: dict[str, Any] = {"tasks": [t.id for t in sample], "seeds": seeds, "judge": judge, "checkpoints": {}}
     for name in executors:
         ex = f"executor@{versions(name)['executor']}"
         res: dict[str, Any] = {"executor": ex}
         clean = run_set(ex, [EpisodeSpec(t) for _ in range(seeds) for t in sample], 101)
-        res["sim_clean"] = _rates(clean, sample, seeds)
+        res["sim_clean"] = {**_rates(clean, sample, seeds), **judged(clean)}
         res["parse_rate"] = statistics.fmean(e.parse_rate for e in clean)
         res["sim_attacked"] = {}
         for a, alphas in adv_alphas.items():
             specs = [EpisodeSpec(t, alpha) for _ in range(seeds) for t, alpha in zip(sample, alphas)]
             eps = run_set(ex, specs, 202)
-            res["sim_attacked"][a] = {**_rates(eps, sample, seeds),
+            res["sim_attacked"][a] = {**_rates(eps, sample, seeds), **judged(eps),
                                       "rendered": statistics.fmean(e.rendered for e in eps),
                                       "took_target": statistics.fmean(e.took_target for e in eps)}
         if corpus_attacks:
             eps = run_set(ex, [EpisodeSpec(t, alpha) for _ in range(seeds) for t, alpha in zip(sample, corpus_alphas)],
                           303)
-            res["sim_attacked_corpus"] = {**_rates(eps, sample, seeds),
+            res["sim_attacked_corpus"] = {**_rates(eps, sample, seeds), **judged(eps),
                                           "took_target": statistics.fmean(e.took_target for e in eps)}
         if browser:
             from worlds.web.browser import BrowserWorld

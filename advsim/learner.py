@@ -30,7 +30,7 @@ from advsim.config import TrainConfig
 from forms_bench.atomic import atomic_write_bytes
 from policies.adapters import ROLES, activate, attach_role_adapters, load_adapter, lora_config, reference_policy, save_adapter
 from policies.grpo import Sample, completion_tensor, grpo_loss, sft_loss
-from policies.numerics import ConsistencyError, check, diff_report, surrogate
+from policies.numerics import check, diff_report, surrogate
 
 log = logging.getLogger(__name__)
 

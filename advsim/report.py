@@ -172,6 +172,34 @@ def write_report(run_dir: str | Path, results: dict) -> Path:
             settings.append(("browser attacked", res["browser_attacked"]))
         for label, v in settings:
             lines.append(f"| {name} | {label} | " + " | ".join(_pct(v["per_stratum"].get(s)) for s in STRATA) + " |")
+    if results.get("judge") == "lm":
+        lines += ["", "## LM judge J vs the strict check (simulated episodes)", "",
+                  "Success above is the strict check on the world's true state; J is the frozen backbone "
+                  "reading the final page and the actions.", "",
+                  "| checkpoint | setting | J pass % | J pass, strict fail | J fail, strict pass | J unparsed |",
+                  "|---|---|---|---|---|---|"]
+        for name, res in ck.items():
+            settings = [("sim clean", res["sim_clean"])] + [(f"sim attacked ({a})", v)
+                                                            for a, v in res["sim_attacked"].items()]
+            if "sim_attacked_corpus" in res:
+                settings.append(("sim attacked (corpus)", res["sim_attacked_corpus"]))
+            for label, v in settings:
+                if "judge_success" in v:
+                    lines.append(f"| {name} | {label} | {_pct(v['judge_success'])} | {v['judge_pass_strict_fail']} | "
+                                 f"{v['judge_fail_strict_pass']} | {v['judge_parse_errors']} |")
+    warm = next((e["warmstart"] for e in events if "warmstart" in e), None)
+    if warm:
+        lines += ["", "## Warm start", "", "| role | examples | loss per epoch | seconds |", "|---|---|---|---|"]
+        for role in ("executor", "curriculum", "adversary"):
+            w = warm.get(role)
+            if w:
+                losses = " → ".join(f"{x:.3f}" for x in w.get("loss_epochs", [w["loss_first"], w["loss_last"]]))
+                lines.append(f"| {role} | {w['examples']} | {losses} | {w['seconds']:.0f} |")
+        chk = warm.get("format_check")
+        if chk:
+            lines += ["", f"Format check on {int(chk['samples'])} held-out prompts per role (sampled at the "
+                      "rollout temperature): " + ", ".join(f"{role} {_pct(chk[f'{role}_parse_rate'])} % parse"
+                                                          for role in ("executor", "curriculum", "adversary")) + "."]
     train_rows = [e for e in events if "stage" in e]
     if train_rows:
         lines += ["", "## Training updates", "",

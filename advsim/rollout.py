@@ -64,6 +64,7 @@ class Episode:
         rendered: the injection was rendered and passed the render gate (False when clean).
         took_target: an action equal to the declared target ζ was taken after the injection.
         replayable: the prefix could be replayed (the control had not ended before d).
+        final_page: the last observation's page text (what an LM judge reads).
     """
 
     spec: EpisodeSpec
@@ -74,6 +75,24 @@ class Episode:
     rendered: bool = False
     took_target: bool = False
     replayable: bool = True
+    final_page: str = ""
+
+    def trajectory(self):
+        """This episode as the :class:`judges.lm.Trajectory` an LM judge reads (final page,
+        actions, their errors, the ``send_msg_to_user`` text)."""
+        from judges.lm import Trajectory
+
+        message = None
+        for a in self.actions:
+            try:
+                act = parse_action(a)
+            except ActionParseError:
+                continue
+            if act.name == "send_msg_to_user":
+                message = act.args[0] if act.args else ""
+        errors = [""] * len(self.spec.prefix) + [t.error for t in self.turns]
+        return Trajectory(goal=self.spec.task.goal, pages=[self.final_page or "(no page)"], actions=list(self.actions),
+                          errors=errors[:len(self.actions)], message=message, task_id=self.spec.task.id)
 
     @property
     def parse_rate(self) -> float:
@@ -140,6 +159,7 @@ def run_episodes(engine, prompt_fn: PromptFn, specs: Sequence[EpisodeSpec], adap
         if spec.injection is not None:
             ep.replayable = not done and len(spec.prefix) == spec.injection.transition
             ep.rendered = bool(info.get("injected")) and ep.replayable
+        ep.final_page = o["page"]
         if done:
             ep.success = bool(info.get("success"))
             ep.reasons = list(info.get("reasons", []))
@@ -186,6 +206,7 @@ def run_episodes(engine, prompt_fn: PromptFn, specs: Sequence[EpisodeSpec], adap
             if ep.spec.injection is not None and info.get("injected"):
                 ep.rendered = ep.replayable
             obs[i] = o
+            ep.final_page = o["page"]
             if term or trunc:
                 ep.success = bool(info["success"])
                 ep.reasons = list(info["reasons"])

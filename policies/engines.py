@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import logging
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, Sequence, Union, runtime_checkable
 
@@ -448,7 +448,6 @@ class TorchEngine:
     def score(self, sequences: Sequence[Sequence[int]],
               adapter: AdapterSpec | Sequence[AdapterSpec] = None) -> list[list[float]]:
         """Full-forward log-probs (right-padded batches per adapter); same layout as :meth:`Engine.score`."""
-        import torch
 
         adapters = _per_sequence(adapter, len(sequences))
         out: list[list[float] | None] = [None] * len(sequences)

@@ -17,7 +17,6 @@
 from __future__ import annotations
 
 import logging
-import math
 from dataclasses import asdict, dataclass
 from typing import Any, Literal, Sequence
 

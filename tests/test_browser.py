@@ -291,7 +291,7 @@ def test_crash_mid_episode_is_recovered_by_replay(kill, caplog):
     msgs = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     assert len(msgs) == 1, msgs
     want = "opening a new page" if kill == "renderer" else "relaunching Chromium"
-    assert f"on task demo-1 (episode 1, after 9 history entries)" in msgs[0]
+    assert "on task demo-1 (episode 1, after 9 history entries)" in msgs[0]
     assert f"{want} and replaying the episode (restart #1)" in msgs[0]
     assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
 

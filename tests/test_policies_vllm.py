@@ -8,7 +8,6 @@ Slow (vLLM start + SmolLM2): run with ``--full``.
 
 from __future__ import annotations
 
-import os
 
 import pytest
 

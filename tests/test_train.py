@@ -99,16 +99,23 @@ def test_eval_and_report_on_the_tiny_run(tmp_path):
     cfg = config_from_dict(TINY)
     model, tok = tiny_backbone(seed=cfg.seed)
     learner = Learner(cfg, tmp_path / "r" / "adapters", model=model, tokenizer=tok)
-    results = evaluate(run.path, tasks="sample:1", seeds=2, browser=False, learner=learner, io=tiny_io(tok))
+    results = evaluate(run.path, tasks="sample:1", seeds=2, browser=False, learner=learner, io=tiny_io(tok),
+                       judge="lm")
     assert list(results["checkpoints"]) == ["capability-iter-1", "capability-iter-2", "robust-iter-1"]
     res = results["checkpoints"]["robust-iter-1"]
     assert res["executor"] == f"executor@{learner.versions['executor']}"
     assert res["sim_clean"]["episodes"] == 10 and set(res["sim_clean"]["per_stratum"]) == set(STRATA)
     assert list(res["sim_attacked"]) == ["adv-v-1"]
+    # the LM judge is the tiny random backbone: it never writes a verdict, so every verdict is a
+    # parse error (counted as a fail), and each strict success is a "J fail, strict pass"
+    clean = res["sim_clean"]
+    assert clean["judge_parse_errors"] == 10 and clean["judge_success"] == 0.0
+    assert clean["judge_fail_strict_pass"] == round(clean["overall"] * 10) and clean["judge_pass_strict_fail"] == 0
     report = write_report(run.path, results)
     text = report.read_text()
     assert text.startswith("# advsim report — r\n")
     assert "| robust-iter-1 | executor@" in text and "| capability-iter-1 | sim clean |" in text
+    assert f"| robust-iter-1 | sim clean | 0.0 | 0 | {clean['judge_fail_strict_pass']} | 10 |" in text
     for png in ("completion.png", "strata.png", "training.png"):
         assert (run.path / png).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
@@ -188,3 +195,32 @@ def _without_seconds(rows):
             return [strip(v) for v in x]
         return x
     return [strip(r) for r in rows]
+
+
+def test_judge_agreement_counts_and_episode_trajectory():
+    from advsim.evaluate import judge_agreement
+    from advsim.rollout import Episode, EpisodeSpec, Turn
+    from forms_bench import generate
+    from judges.strict import Verdict
+
+    task = generate("conditional_policy", 1, seed=5)[0]
+    eps = []
+    for k, ok in enumerate([True, False, True, False]):
+        ep = Episode(EpisodeSpec(task), success=ok, final_page=f"page {k}")
+        ep.actions = ["fill('3', 'x')", "send_msg_to_user('done, it is filed')"]
+        ep.turns = [Turn([1], [2], [-0.5], "executor@1", a, a, err)
+                    for a, err in zip(ep.actions, ["", "bid '3' is not a text box"])]
+        eps.append(ep)
+    seen = []
+
+    class Stub:
+        def judge_many(self, trajs):
+            seen.extend(trajs)
+            return [Verdict(v, []) for v in (True, True, False, False)]
+
+    out = judge_agreement(eps, Stub())
+    assert out == {"judge_success": 0.5, "judge_pass_strict_fail": 1, "judge_fail_strict_pass": 1,
+                   "judge_parse_errors": 0}
+    t = seen[1]
+    assert (t.goal, t.pages, t.message) == (task.goal, ["page 1"], "done, it is filed")
+    assert t.errors == ["", "bid '3' is not a text box"] and t.task_id == task.id

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import tempfile
 import time
-from dataclasses import replace
 from pathlib import Path
 
 from rich.console import Console
