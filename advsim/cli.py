@@ -144,6 +144,9 @@ def eval_cmd(
     judge: str = typer.Option("strict", help="strict | lm (also ask the LM judge J and count its "
                                              "disagreements with the strict check)"),
     corpus: bool = typer.Option(True, "--corpus/--no-corpus", help="completion under the injection-style corpus"),
+    adversary_url: Optional[str] = typer.Option(None, "--adversary-url",
+                                                help="OpenAI-compatible endpoint of an external reactive adversary"),
+    adversary_model: str = typer.Option("default", "--adversary-model", help="its `model` field"),
 ) -> None:
     """Clean and attacked completion of every checkpoint (sim and real browser) and the report."""
     _setup_logging()
@@ -156,7 +159,15 @@ def eval_cmd(
     if judge not in ("strict", "lm"):
         typer.echo("error: --judge must be strict or lm", err=True)
         raise typer.Exit(2)
-    results = evaluate(run, tasks=tasks, seeds=seeds, browser=world != "sim", corpus_attacks=corpus, judge=judge)
+    external = None
+    if adversary_url:
+        import os
+
+        from advsim.attacks import OpenAIAdversary
+
+        external = OpenAIAdversary(adversary_url, adversary_model, api_key=os.environ.get("OPENAI_API_KEY"))
+    results = evaluate(run, tasks=tasks, seeds=seeds, browser=world != "sim", corpus_attacks=corpus, judge=judge,
+                       external=external)
     report = write_report(run, results)
     typer.echo(f"report: {report}")
     _write_json(json_out, results)

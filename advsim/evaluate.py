@@ -8,6 +8,10 @@ For every executor checkpoint of a run (``warmstart`` = the base, ``capability-i
   α for the task's initial page, α is rendered at transition d;
 - **sim attacked (corpus)** — under the built-in injection-style corpus (:mod:`advsim.attacks`),
   an adversary that took no part in training;
+- **sim attacked (external)** — under a reactive adversary outside the project (e.g.
+  :class:`advsim.attacks.OpenAIAdversary`, any OpenAI-compatible endpoint): before each
+  transition it sees goal, page and pending action and may inject (AdvSim2Real's protocol:
+  11 queries × 256 tokens, stop after the first accepted injection; :mod:`advsim.envs.reactive`);
 - **browser clean** — strict success on the real pages in headless Chromium, no world model;
 - **browser attacked** — the last learned adversary's α inserted into the live DOM (the paper
   could only check robustness inside its world model).
@@ -100,14 +104,15 @@ def judge_agreement(episodes, judge) -> dict[str, Any]:
 
 
 def evaluate(run_dir: str | Path, tasks: str = "sample:2", seeds: int = 1, browser: bool = True,
-             attacked_browser: bool = True, corpus_attacks: bool = True, judge: str = "strict", learner=None,
-             io=None, console: Console | None = None) -> dict:
+             attacked_browser: bool = True, corpus_attacks: bool = True, judge: str = "strict",
+             external=None, learner=None, io=None, console: Console | None = None) -> dict:
     """Evaluate every checkpoint of a run; writes ``eval.json`` and returns the results.
 
     Success is always the strict check on the world's true state. ``judge="lm"`` also asks the
     LM judge J (the frozen backbone, greedy, through the run's engine; :class:`judges.lm.LMJudge`)
     about every simulated episode and adds its pass rate and its disagreements with the strict
-    check (:func:`judge_agreement`) to each simulated column.
+    check (:func:`judge_agreement`) to each simulated column. ``external``: a reactive adversary
+    ``(AdversaryQuery) -> AdversaryDecision`` for the "sim attacked (external)" column.
 
     Raises:
         FileNotFoundError: ``run_dir`` has no config or no complete checkpoint.
@@ -147,11 +152,11 @@ def evaluate(run_dir: str | Path, tasks: str = "sample:2", seeds: int = 1, brows
     def judged(eps) -> dict[str, Any]:
         return judge_agreement(eps, lm_judge) if lm_judge is not None else {}
 
-    def run_set(executor_ref, specs, seed, world_factory=None):
+    def run_set(executor_ref, specs, seed, world_factory=None, env_wrapper=None):
         return run_episodes(learner.engine, io.executor_prompt, specs, executor_ref, seed=seed,
                             max_steps=r.max_steps, max_new_tokens=r.max_new_tokens, temperature=r.temperature,
                             top_p=r.top_p, world_factory=world_factory,
-                            world_errors="fail_episode" if world_factory else "raise")
+                            world_errors="fail_episode" if world_factory else "raise", env_wrapper=env_wrapper)
 
     adv_alphas = {a: learned_injections(learner, io, sample, f"adversary@{versions(a)['adversary']}", 9_001)
                   for a in adversaries}
@@ -176,6 +181,14 @@ def evaluate(run_dir: str | Path, tasks: str = "sample:2", seeds: int = 1, brows
                           303)
             res["sim_attacked_corpus"] = {**_rates(eps, sample, seeds), **judged(eps),
                                           "took_target": statistics.fmean(e.took_target for e in eps)}
+        if external is not None:
+            from advsim.envs.reactive import ReactiveAdversaryEnv
+
+            eps = run_set(ex, [EpisodeSpec(t) for _ in range(seeds) for t in sample], 404,
+                          env_wrapper=lambda env: ReactiveAdversaryEnv(env, external))
+            res["sim_attacked_external"] = {**_rates(eps, sample, seeds), **judged(eps),
+                                            "rendered": statistics.fmean(e.rendered for e in eps),
+                                            "took_target": statistics.fmean(e.took_target for e in eps)}
         if browser:
             from worlds.web.browser import BrowserWorld
 
@@ -210,13 +223,14 @@ def _fmt(x) -> str:
 def print_headline(results: dict, console: Console) -> None:
     """The headline table: completion per checkpoint, clean and attacked, sim and browser."""
     table = Table(title=f"advsim eval — {len(results['tasks'])} test tasks × {results['seeds']} seed(s)")
-    for col in ("checkpoint", "sim clean", "sim attacked (learned)", "sim attacked (corpus)", "browser clean",
-                "browser attacked", "parse rate"):
+    for col in ("checkpoint", "sim clean", "sim attacked (learned)", "sim attacked (corpus)",
+                "sim attacked (external)", "browser clean", "browser attacked", "parse rate"):
         table.add_column(col, justify="right" if col != "checkpoint" else "left")
     for name, res in results["checkpoints"].items():
         att = [v["overall"] for v in res["sim_attacked"].values() if v["overall"] is not None]
         table.add_row(name, _fmt(res["sim_clean"]["overall"]), _fmt(statistics.fmean(att) if att else None),
                       _fmt(res.get("sim_attacked_corpus", {}).get("overall")),
+                      _fmt(res.get("sim_attacked_external", {}).get("overall")),
                       _fmt(res.get("browser_clean", {}).get("overall")),
                       _fmt(res.get("browser_attacked", {}).get("overall")), _fmt(res["parse_rate"]))
     console.print(table)

@@ -13,6 +13,10 @@ optimizer per role, and the version counter of each adapter. Every update:
 4. minimises AdvSim2Real's loss (:func:`policies.grpo.grpo_loss`) with AdamW on the active
    adapter only, gradient-norm clip, then saves the next adapter version atomically and
    registers it with the engine under a new LoRA id.
+
+With LoRA on the top ``model.lora_layers`` layers only, the frozen layers below are run once
+per sequence (:meth:`Learner.trunk_states`) and shared by ℓ0 and the peft graph, which then run
+only the adapted layers.
 """
 
 from __future__ import annotations
@@ -257,8 +261,9 @@ class Learner:
             width = max(lens[i] for i in idx)
             mseqs = [seqs[i] for i in idx]
             mpl = [plens[i] for i in idx]
-            graph = self._graph(mseqs, mpl, width)
-            ref_lp = self._graph(mseqs, mpl, width, reference=True)
+            trunk = [self.trunk_states(x) for x in mseqs] if self._trunk() is not None else None
+            graph = self._graph(mseqs, mpl, width, trunk=trunk)
+            ref_lp = self._graph(mseqs, mpl, width, reference=True, trunk=trunk)
             values = completion_tensor([train_vals[i] for i in idx], [lens[i] for i in idx], width, graph.dtype)
             logp = surrogate(values, graph)
             mask = completion_tensor([[1.0] * lens[i] for i in idx], [lens[i] for i in idx], width, graph.dtype)

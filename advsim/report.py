@@ -46,11 +46,13 @@ def plot_completion(results: dict, path: Path) -> None:
         "sim attacked (learned)": [_attacked_mean(results["checkpoints"][n]) for n in names],
         "sim attacked (corpus)": [results["checkpoints"][n].get("sim_attacked_corpus", {}).get("overall")
                                   for n in names],
+        "sim attacked (external)": [results["checkpoints"][n].get("sim_attacked_external", {}).get("overall")
+                                    for n in names],
         "browser clean": [results["checkpoints"][n].get("browser_clean", {}).get("overall") for n in names],
         "browser attacked": [results["checkpoints"][n].get("browser_attacked", {}).get("overall") for n in names],
     }
     fig, ax = plt.subplots(figsize=(8, 4.2))
-    for (label, ys), style in zip(series.items(), ("o-", "s--", "^:", "D-", "v--")):
+    for (label, ys), style in zip(series.items(), ("o-", "s--", "^:", "x-.", "D-", "v--")):
         pts = [(i, 100 * y) for i, y in enumerate(ys) if y is not None]
         if pts:
             ax.plot([p[0] for p in pts], [p[1] for p in pts], style, label=label)
@@ -149,14 +151,15 @@ def write_report(run_dir: str | Path, results: dict) -> Path:
              "simulated world; browser columns are strict success on the real pages in headless Chromium.", "",
              "## Completion per checkpoint (%)", "",
              "| checkpoint | executor | sim clean | ± | sim attacked (learned) | sim attacked (corpus) | "
-             "browser clean | browser attacked | clean−attacked gap | parse rate |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
+             "sim attacked (external) | browser clean | browser attacked | clean−attacked gap | parse rate |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
     for name, res in ck.items():
         att = _attacked_mean(res)
         gap = None if att is None or res["sim_clean"]["overall"] is None else res["sim_clean"]["overall"] - att
         lines.append(f"| {name} | {res['executor']} | {_pct(res['sim_clean']['overall'])} | "
                      f"{_pct(res['sim_clean']['spread'])} | {_pct(att)} | "
                      f"{_pct(res.get('sim_attacked_corpus', {}).get('overall'))} | "
+                     f"{_pct(res.get('sim_attacked_external', {}).get('overall'))} | "
                      f"{_pct(res.get('browser_clean', {}).get('overall'))} | "
                      f"{_pct(res.get('browser_attacked', {}).get('overall'))} | {_pct(gap)} | {_pct(res['parse_rate'])} |")
     lines += ["", "## Per stratum (%)", ""]
@@ -166,6 +169,8 @@ def write_report(run_dir: str | Path, results: dict) -> Path:
         settings += [(f"sim attacked ({a})", v) for a, v in res["sim_attacked"].items()]
         if "sim_attacked_corpus" in res:
             settings.append(("sim attacked (corpus)", res["sim_attacked_corpus"]))
+        if "sim_attacked_external" in res:
+            settings.append(("sim attacked (external)", res["sim_attacked_external"]))
         if "browser_clean" in res:
             settings.append(("browser clean", res["browser_clean"]))
         if "browser_attacked" in res:
@@ -183,6 +188,8 @@ def write_report(run_dir: str | Path, results: dict) -> Path:
                                                             for a, v in res["sim_attacked"].items()]
             if "sim_attacked_corpus" in res:
                 settings.append(("sim attacked (corpus)", res["sim_attacked_corpus"]))
+            if "sim_attacked_external" in res:
+                settings.append(("sim attacked (external)", res["sim_attacked_external"]))
             for label, v in settings:
                 if "judge_success" in v:
                     lines.append(f"| {name} | {label} | {_pct(v['judge_success'])} | {v['judge_pass_strict_fail']} | "

@@ -120,7 +120,7 @@ def run_episodes(engine, prompt_fn: PromptFn, specs: Sequence[EpisodeSpec], adap
                  seed: int, max_steps: int = 12, max_new_tokens: int = 48, temperature: float = 1.0,
                  top_p: float = 1.0, judge=None, progress: Callable[[int], None] | None = None,
                  world_factory: Callable[[], object] | None = None,
-                 world_errors: str = "raise") -> list[Episode]:
+                 world_errors: str = "raise", env_wrapper: Callable | None = None) -> list[Episode]:
     """Run every spec to the end; returns episodes in spec order.
 
     Args:
@@ -138,6 +138,10 @@ def run_episodes(engine, prompt_fn: PromptFn, specs: Sequence[EpisodeSpec], adap
             (evaluation against real browsers: an episode whose world fails even after the
             world's own recovery is counted as failed with the error as its reason, and the
             other episodes go on).
+        env_wrapper: wraps each episode's environment, e.g.
+            ``lambda env: ReactiveAdversaryEnv(env, adversary)`` (:mod:`advsim.envs.reactive`)
+            to evaluate under a reactive adversary; an injection it gets accepted counts as
+            rendered, and its ``target_taken`` as ``took_target``.
     """
     if world_errors not in ("raise", "fail_episode"):
         raise ValueError(f"world_errors must be 'raise' or 'fail_episode', got {world_errors!r}")
@@ -147,6 +151,8 @@ def run_episodes(engine, prompt_fn: PromptFn, specs: Sequence[EpisodeSpec], adap
     for i, spec in enumerate(specs):
         env = WebFormsEnv(tasks=[spec.task], judge=judge, max_steps=max_steps,
                           web_world=world_factory() if world_factory else None)
+        if env_wrapper is not None:
+            env = env_wrapper(env)
         ep = Episode(spec)
         o, info = env.reset(seed=seed, options={"task": spec.task, "injection": spec.injection})
         done = False
@@ -207,6 +213,10 @@ def run_episodes(engine, prompt_fn: PromptFn, specs: Sequence[EpisodeSpec], adap
                 ep.rendered = ep.replayable
             obs[i] = o
             ep.final_page = o["page"]
+            if info.get("adversary_injected_at") is not None:  # a reactive adversary's α was accepted
+                ep.rendered = True
+            if info.get("target_taken"):
+                ep.took_target = True
             if term or trunc:
                 ep.success = bool(info["success"])
                 ep.reasons = list(info["reasons"])

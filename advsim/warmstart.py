@@ -78,7 +78,7 @@ def adversary_examples(io: RoleIO, tokenizer, n: int, seed: int) -> list[tuple[l
     return out
 
 
-def format_check(learner, io: RoleIO, n_tasks: int, seed: int) -> dict[str, float]:
+def format_check(learner, io: RoleIO, n_tasks: int, seed: int) -> dict:
     """How often each warm-started role now speaks its format, on prompts it was not trained on.
 
     Samples (at the rollout temperature, through the learner's engine) one executor action for
@@ -87,7 +87,8 @@ def format_check(learner, io: RoleIO, n_tasks: int, seed: int) -> dict[str, floa
 
     Returns:
         ``{"executor_parse_rate", "curriculum_parse_rate", "adversary_parse_rate", "samples"}``
-        (shares in [0, 1]).
+        (shares in [0, 1]) and ``"<role>_failures"``: up to three unparsable outputs with the
+        parser's message.
     """
     from policies.engines import GenerationRequest
 
@@ -105,20 +106,21 @@ def format_check(learner, io: RoleIO, n_tasks: int, seed: int) -> dict[str, floa
         prompts["curriculum"].append(io.curriculum_prompt(task.stratum, examples))
         prompts["adversary"].append(io.adversary_prompt(task.goal, page, [a.to_text() for a in solve(task)]))
     parsers = {"executor": _parse_action, "curriculum": io.parse_curriculum, "adversary": io.parse_adversary}
-    out: dict[str, float] = {"samples": float(len(tasks))}
+    out: dict = {"samples": len(tasks)}
     for role, ps in prompts.items():
         limit = r.max_new_tokens if role == "executor" else r.proposal_max_new_tokens
         reqs = [GenerationRequest(prompt_ids=tuple(p), adapter=learner.ref(role), max_new_tokens=limit,
                                   temperature=r.temperature, top_p=r.top_p, seed=seed + 1000 + i)
                 for i, p in enumerate(ps)]
-        ok = 0
+        ok, failures = 0, []
         for g in learner.engine.generate(reqs):
             try:
                 parsers[role](g.text)
                 ok += 1
-            except ValueError:
-                pass
+            except ValueError as exc:
+                failures.append({"text": g.text, "error": str(exc)})
         out[f"{role}_parse_rate"] = ok / len(ps) if ps else 0.0
+        out[f"{role}_failures"] = failures[:3]
     return out
 
 

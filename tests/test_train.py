@@ -99,8 +99,17 @@ def test_eval_and_report_on_the_tiny_run(tmp_path):
     cfg = config_from_dict(TINY)
     model, tok = tiny_backbone(seed=cfg.seed)
     learner = Learner(cfg, tmp_path / "r" / "adapters", model=model, tokenizer=tok)
+    from advsim.attacks import corpus
+    from advsim.envs.reactive import FixedAdversary
+
+    queries = []
+
+    def external(query):  # a reactive adversary outside the project: the corpus's first style
+        queries.append(query)
+        return FixedAdversary(lambda task: next(iter(corpus(task).values())))(query)
+
     results = evaluate(run.path, tasks="sample:1", seeds=2, browser=False, learner=learner, io=tiny_io(tok),
-                       judge="lm")
+                       judge="lm", external=external)
     assert list(results["checkpoints"]) == ["capability-iter-1", "capability-iter-2", "robust-iter-1"]
     res = results["checkpoints"]["robust-iter-1"]
     assert res["executor"] == f"executor@{learner.versions['executor']}"
@@ -108,6 +117,10 @@ def test_eval_and_report_on_the_tiny_run(tmp_path):
     assert list(res["sim_attacked"]) == ["adv-v-1"]
     # the LM judge is the tiny random backbone: it never writes a verdict, so every verdict is a
     # parse error (counted as a fail), and each strict success is a "J fail, strict pass"
+    ext = res["sim_attacked_external"]
+    assert ext["episodes"] == 10 and ext["rendered"] > 0.0
+    # 3 executor checkpoints × 10 episodes, queried before the first action (max_steps = 2 leaves one query)
+    assert len(queries) == 30 and {q.step for q in queries} == {0}
     clean = res["sim_clean"]
     assert clean["judge_parse_errors"] == 10 and clean["judge_success"] == 0.0
     assert clean["judge_fail_strict_pass"] == round(clean["overall"] * 10) and clean["judge_pass_strict_fail"] == 0
@@ -224,3 +237,40 @@ def test_judge_agreement_counts_and_episode_trajectory():
     t = seen[1]
     assert (t.goal, t.pages, t.message) == (task.goal, ["page 1"], "done, it is filed")
     assert t.errors == ["", "bid '3' is not a text box"] and t.task_id == task.id
+
+
+def test_frozen_trunk_cache_gives_the_same_logprobs_and_gradients(tmp_path):
+    """LoRA on the top layer only: starting the forward from the cached states below it gives
+    the full forward's log-probs and LoRA gradients (to float rounding), adapter on and off."""
+    import torch
+
+    from advsim.learner import Learner
+    from policies.adapters import activate, randomize_adapter
+    from policies.backbone import tiny_backbone
+
+    cfg = config_from_dict({**TINY, "model": {**TINY["model"], "lora_layers": 1}})
+    model, tok = tiny_backbone(seed=cfg.seed)
+    learner = Learner(cfg, tmp_path / "adapters", model=model, tokenizer=tok)
+    assert learner._trunk()[1] == 1  # 2 layers, LoRA on layer 1 only
+    randomize_adapter(learner.model, "executor", seed=4, scale=0.2)
+    activate(learner.model, "executor")
+    seqs = [tok.encode("fill the claim form", add_special_tokens=False) + [5, 6, 7],
+            tok.encode("a longer prompt about a shipping form, then", add_special_tokens=False) + [8, 9]]
+    plens = [len(seqs[0]) - 3, len(seqs[1]) - 2]
+    trunk = [learner.trunk_states(s) for s in seqs]
+    assert [t.shape[0] for t in trunk] == [len(s) for s in seqs]
+    params = learner._params("executor")
+    grads = []
+    for tr in (None, trunk):
+        learner.model.zero_grad(set_to_none=True)
+        lp = learner._graph(seqs, plens, 3, trunk=tr)
+        lp.sum().backward()
+        grads.append((lp.detach(), [p.grad.clone() for p in params if p.grad is not None]))
+        ref = learner._graph(seqs, plens, 3, reference=True, trunk=tr)
+        grads[-1] += (ref,)
+    (a, ga, ra), (b, gb, rb) = grads
+    assert a[1, 2] == 0.0 and b[1, 2] == 0.0  # padding beyond the second completion
+    assert torch.allclose(a, b, atol=1e-5) and torch.allclose(ra, rb, atol=1e-5)
+    assert not torch.allclose(a, ra)  # the adapter matters
+    assert len(ga) == len(gb) > 0 and all(torch.allclose(x, y, atol=1e-5) for x, y in zip(ga, gb))
+    assert all(".layers.1." in n for n, p in learner.model.named_parameters() if "lora_" in n)

@@ -4,9 +4,11 @@ SmolLM2-135M-Instruct (fp32), the executor adapter (LoRA r = 8, seeded random we
 ``n_prompts`` executor prompts (chat template; goal + an accessibility-tree page of 20–60
 controls + history), ``max_new_tokens`` sampled tokens per prompt (seeded; a completion may
 stop early at eos). Generated tokens/s = sampled tokens / wall seconds of one ``generate``
-call over all prompts; each engine runs ``repeats`` times after one warm-up call and the
-median is reported, with the ratio VLLMEngine / TorchEngine from the same process. Threads:
-``threads`` for both (``torch.set_num_threads``).
+call over all prompts; each engine runs ``repeats`` times after one warm-up call, in its own
+process one after the other, and the median is reported, with the ratios VLLMEngine /
+TorchEngine and VLLMEngine / VLLMEngine without the contract (vLLM-CPU without the
+batch-invariance patches of :mod:`policies.vllm_cpu_patches`; DESIGN.md's target is ≥ 0.95).
+Threads: ``threads`` for all (``torch.set_num_threads``).
 """
 
 from __future__ import annotations
@@ -48,8 +50,15 @@ def _time(engine, reqs) -> tuple[float, int]:
     return time.perf_counter() - t, sum(len(g.token_ids) for g in gens)
 
 
-def run(n_prompts: int = 8, max_new_tokens: int = 32, repeats: int = 3, threads: int = 2) -> dict:
-    """Measure and print the throughput table; returns the numbers as a dict."""
+ENGINES = {"VLLMEngine": ("vllm", True), "VLLMEngine without the contract": ("vllm", False),
+           "TorchEngine": ("torch", True)}
+"""Label → (engine, consistency patches). "Without the contract" is vLLM-CPU as shipped (no
+batch-invariance patches): the baseline of DESIGN.md's ≥ 0.95× target."""
+
+
+def measure(engine: str, consistent: bool, n_prompts: int, max_new_tokens: int, repeats: int,
+            threads: int) -> dict:
+    """Tokens/s of one engine in this process: one warm-up call, then ``repeats`` timed calls."""
     import torch
 
     from policies.adapters import activate, attach_role_adapters, lora_config, randomize_adapter, save_adapter
@@ -65,23 +74,47 @@ def run(n_prompts: int = 8, max_new_tokens: int = 32, repeats: int = 3, threads:
     prompts = executor_prompts(tok, n_prompts)
     reqs = [GenerationRequest(tuple(p), "executor@0", max_new_tokens=max_new_tokens, seed=i)
             for i, p in enumerate(prompts)]
-    results: dict[str, dict] = {}
     with tempfile.TemporaryDirectory(prefix="advsim-throughput-") as tmp:
-        vllm_engine = VLLMEngine(path, max_model_len=2048, max_num_seqs=16, threads=threads, kv_cache_gib=1)
-        vllm_engine.add_adapter("executor@0", save_adapter(pm, "executor@0", Path(tmp)))
-        engines = {"VLLMEngine": vllm_engine, "TorchEngine": TorchEngine(pm, tok)}
-        for name, eng in engines.items():
-            _time(eng, reqs[:2])  # warm-up
-            runs = [_time(eng, reqs) for _ in range(repeats)]
-            rates = [n / s for s, n in runs]
-            results[name] = {"tokens_per_s": statistics.median(rates), "runs": [
-                {"seconds": round(s, 3), "tokens": n} for s, n in runs]}
-    ratio = results["VLLMEngine"]["tokens_per_s"] / results["TorchEngine"]["tokens_per_s"]
+        if engine == "vllm":
+            eng = VLLMEngine(path, max_model_len=2048, max_num_seqs=16, threads=threads, kv_cache_gib=1,
+                             consistent=consistent)
+            eng.add_adapter("executor@0", save_adapter(pm, "executor@0", Path(tmp)))
+        else:
+            eng = TorchEngine(pm, tok)
+        _time(eng, reqs[:2])  # warm-up
+        runs = [_time(eng, reqs) for _ in range(repeats)]
+    rates = [n / s for s, n in runs]
+    return {"tokens_per_s": statistics.median(rates), "prompt_tokens": [len(p) for p in prompts],
+            "runs": [{"seconds": round(s, 3), "tokens": n} for s, n in runs]}
+
+
+def run(n_prompts: int = 8, max_new_tokens: int = 32, repeats: int = 3, threads: int = 2) -> dict:
+    """Measure every engine of :data:`ENGINES`, each in its own process (the consistency patches
+    are process-wide, and each engine gets the CPU alone), then print the table."""
+    import json
+    import subprocess
+    import sys
+
+    results: dict[str, dict] = {}
+    for label, (engine, consistent) in ENGINES.items():
+        cmd = [sys.executable, "-m", "advsim.bench.throughput", engine, str(int(consistent)), str(n_prompts),
+               str(max_new_tokens), str(repeats), str(threads)]
+        proc = subprocess.run(cmd, capture_output=True, text=True)
+        lines = [x for x in proc.stdout.splitlines() if x.startswith("{")]
+        if proc.returncode != 0 or not lines:
+            raise RuntimeError(f"{label}: measurement failed (exit {proc.returncode}): {proc.stderr[-2000:]}")
+        results[label] = json.loads(lines[-1])
+    prompt_tokens = results["TorchEngine"].pop("prompt_tokens")
+    for r in results.values():
+        r.pop("prompt_tokens", None)
+    rate = {k: v["tokens_per_s"] for k, v in results.items()}
     out = {"model": "SmolLM2-135M-Instruct fp32 + executor LoRA r=8", "prompts": n_prompts,
-           "prompt_tokens": [len(p) for p in prompts], "max_new_tokens": max_new_tokens,
-           "repeats": repeats, "threads": threads, "engines": results, "ratio_vllm_over_torch": ratio}
+           "prompt_tokens": prompt_tokens, "max_new_tokens": max_new_tokens, "repeats": repeats,
+           "threads": threads, "engines": results,
+           "ratio_vllm_over_torch": rate["VLLMEngine"] / rate["TorchEngine"],
+           "ratio_contract_over_no_contract": rate["VLLMEngine"] / rate["VLLMEngine without the contract"]}
     table = Table(title=f"Generated tokens/s, {n_prompts} executor prompts "
-                        f"({min(out['prompt_tokens'])}–{max(out['prompt_tokens'])} tokens), "
+                        f"({min(prompt_tokens)}–{max(prompt_tokens)} tokens), "
                         f"{max_new_tokens} new, median of {repeats}")
     for col in ("engine", "tokens/s (median)", "runs (s)", "tokens per run"):
         table.add_column(col, justify="left" if col == "engine" else "right")
@@ -89,5 +122,15 @@ def run(n_prompts: int = 8, max_new_tokens: int = 32, repeats: int = 3, threads:
         table.add_row(name, f"{r['tokens_per_s']:.1f}", ", ".join(str(x["seconds"]) for x in r["runs"]),
                       ", ".join(str(x["tokens"]) for x in r["runs"]))
     Console().print(table)
-    Console().print(f"VLLMEngine / TorchEngine = {ratio:.2f}")
+    Console().print(f"VLLMEngine / TorchEngine = {out['ratio_vllm_over_torch']:.2f}; "
+                    f"VLLMEngine / VLLMEngine without the contract = {out['ratio_contract_over_no_contract']:.2f} "
+                    "(target ≥ 0.95)")
     return out
+
+
+if __name__ == "__main__":  # one engine's measurement, as JSON on the last line (used by run())
+    import json
+    import sys
+
+    eng, cons, n, m, rep, thr = sys.argv[1:7]
+    print(json.dumps(measure(eng, bool(int(cons)), int(n), int(m), int(rep), int(thr))))
