@@ -31,6 +31,7 @@ from rich.console import Console
 from rich.table import Table
 
 from advsim.config import TrainConfig, load_config
+from advsim.report import checkpoint_order
 from advsim.rollout import EpisodeSpec, run_episodes
 from forms_bench import STRATA, load
 from forms_bench.injection import Injection
@@ -162,7 +163,8 @@ def evaluate(run_dir: str | Path, tasks: str = "sample:2", seeds: int = 1, brows
                   for a in adversaries}
     rng = random.Random(cfg.seed)
     corpus_alphas = [rng.choice(list(corpus(t).values())) for t in sample]
-    results: dict[str, Any] = {"tasks": [t.id for t in sample], "seeds": seeds, "judge": judge, "checkpoints": {}}
+    results: dict[str, Any] = {"tasks": [t.id for t in sample], "seeds": seeds, "judge": judge,
+                               "order": list(executors), "checkpoints": {}}
     for name in executors:
         ex = f"executor@{versions(name)['executor']}"
         res: dict[str, Any] = {"executor": ex}
@@ -221,16 +223,26 @@ def _fmt(x) -> str:
 
 
 def print_headline(results: dict, console: Console) -> None:
-    """The headline table: completion per checkpoint, clean and attacked, sim and browser."""
-    table = Table(title=f"advsim eval — {len(results['tasks'])} test tasks × {results['seeds']} seed(s)")
-    for col in ("checkpoint", "sim clean", "sim attacked (learned)", "sim attacked (corpus)",
-                "sim attacked (external)", "browser clean", "browser attacked", "parse rate"):
-        table.add_column(col, justify="right" if col != "checkpoint" else "left")
-    for name, res in results["checkpoints"].items():
+    """The headline table: completion per checkpoint, clean and attacked, sim and browser
+    (columns without data, e.g. the corpus when it was skipped, are left out)."""
+    def learned(res):
         att = [v["overall"] for v in res["sim_attacked"].values() if v["overall"] is not None]
-        table.add_row(name, _fmt(res["sim_clean"]["overall"]), _fmt(statistics.fmean(att) if att else None),
-                      _fmt(res.get("sim_attacked_corpus", {}).get("overall")),
-                      _fmt(res.get("sim_attacked_external", {}).get("overall")),
-                      _fmt(res.get("browser_clean", {}).get("overall")),
-                      _fmt(res.get("browser_attacked", {}).get("overall")), _fmt(res["parse_rate"]))
+        return statistics.fmean(att) if att else None
+
+    columns = {"sim\nclean": lambda r: r["sim_clean"]["overall"], "sim\nlearned α": learned,
+               "sim\ncorpus": lambda r: r.get("sim_attacked_corpus", {}).get("overall"),
+               "sim\nexternal": lambda r: r.get("sim_attacked_external", {}).get("overall"),
+               "browser\nclean": lambda r: r.get("browser_clean", {}).get("overall"),
+               "browser\nattacked": lambda r: r.get("browser_attacked", {}).get("overall"),
+               "parse\nrate": lambda r: r["parse_rate"]}
+    names = checkpoint_order(results)
+    rows = {n: {c: f(results["checkpoints"][n]) for c, f in columns.items()} for n in names}
+    shown = [c for c in columns if any(rows[n][c] is not None for n in names)]
+    table = Table(title=f"advsim eval — {len(results['tasks'])} test tasks × {results['seeds']} seed(s), "
+                        "strict success")
+    table.add_column("checkpoint", no_wrap=True)
+    for col in shown:
+        table.add_column(col, justify="right")
+    for n in names:
+        table.add_row(n, *[_fmt(rows[n][c]) for c in shown])
     console.print(table)

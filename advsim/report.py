@@ -29,6 +29,12 @@ def _pct(x) -> str:
     return "—" if x is None else f"{100 * x:.1f}"
 
 
+def checkpoint_order(results: dict) -> list[str]:
+    """Checkpoint names in training order (``eval.json`` is written with sorted keys, so the
+    order is kept in ``results["order"]``)."""
+    return list(results.get("order") or results["checkpoints"])
+
+
 def _attacked_mean(res: dict):
     vals = [v["overall"] for v in res.get("sim_attacked", {}).values() if v.get("overall") is not None]
     return statistics.fmean(vals) if vals else None
@@ -40,7 +46,7 @@ def plot_completion(results: dict, path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    names = list(results["checkpoints"])
+    names = checkpoint_order(results)
     series = {
         "sim clean": [results["checkpoints"][n]["sim_clean"]["overall"] for n in names],
         "sim attacked (learned)": [_attacked_mean(results["checkpoints"][n]) for n in names],
@@ -52,8 +58,9 @@ def plot_completion(results: dict, path: Path) -> None:
         "browser attacked": [results["checkpoints"][n].get("browser_attacked", {}).get("overall") for n in names],
     }
     fig, ax = plt.subplots(figsize=(8, 4.2))
-    for (label, ys), style in zip(series.items(), ("o-", "s--", "^:", "x-.", "D-", "v--")):
-        pts = [(i, 100 * y) for i, y in enumerate(ys) if y is not None]
+    # series are shifted sideways a little so equal values (e.g. all 0 %) stay visible
+    for k, ((label, ys), style) in enumerate(zip(series.items(), ("o-", "s--", "^:", "x-.", "D-", "v--"))):
+        pts = [(i + 0.04 * (k - 2.5), 100 * y) for i, y in enumerate(ys) if y is not None]
         if pts:
             ax.plot([p[0] for p in pts], [p[1] for p in pts], style, label=label)
     ax.set_xticks(range(len(names)), names, rotation=20, ha="right")
@@ -72,7 +79,7 @@ def plot_strata(results: dict, path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    last = list(results["checkpoints"])[-1]
+    last = checkpoint_order(results)[-1]
     res = results["checkpoints"][last]
     groups = {"sim clean": res["sim_clean"]["per_stratum"]}
     att = [v["per_stratum"] for v in res["sim_attacked"].values()]
@@ -81,11 +88,16 @@ def plot_strata(results: dict, path: Path) -> None:
                                             for s in STRATA}
     if "browser_clean" in res:
         groups["browser clean"] = res["browser_clean"]["per_stratum"]
+    if "browser_attacked" in res:
+        groups["browser attacked"] = res["browser_attacked"]["per_stratum"]
     fig, ax = plt.subplots(figsize=(8, 4.2))
     width = 0.8 / len(groups)
     for k, (label, per) in enumerate(groups.items()):
         xs = [i + k * width for i in range(len(STRATA))]
-        ax.bar(xs, [100 * (per.get(s) or 0.0) for s in STRATA], width, label=label)
+        bars = ax.bar(xs, [100 * (per.get(s) or 0.0) for s in STRATA], width, label=label)
+        # every bar carries its value, so 0 % is visibly 0 and "no data" is visibly "—"
+        ax.bar_label(bars, labels=["—" if per.get(s) is None else f"{100 * per[s]:.0f}" for s in STRATA],
+                     fontsize=7, padding=1)
     ax.set_xticks([i + 0.4 - width / 2 for i in range(len(STRATA))], [s.replace("_", "\n") for s in STRATA])
     ax.set_ylabel("completion (%)")
     ax.set_ylim(0, 105)
@@ -145,7 +157,7 @@ def write_report(run_dir: str | Path, results: dict) -> Path:
     plot_completion(results, run.path / "completion.png")
     plot_strata(results, run.path / "strata.png")
     plot_training(events, proposals, run.path / "training.png")
-    ck = results["checkpoints"]
+    ck = {name: results["checkpoints"][name] for name in checkpoint_order(results)}
     lines = [f"# advsim report — {run.path.name}", "",
              f"Evaluated on {len(results['tasks'])} test tasks (stratified), {results['seeds']} seed(s) in the "
              "simulated world; browser columns are strict success on the real pages in headless Chromium.", "",
