@@ -344,3 +344,24 @@ def test_query_chunk_tokens():
     assert query_chunk_tokens("vec", 8, 2) == 2       # GQA path: 8 // 4
     assert query_chunk_tokens("vec16", 4, 2) == 8
     assert query_chunk_tokens("amx", 9, 3) == 1       # unknown ISA: always decode-sized
+
+
+def test_lora_rows_is_batch_invariant_and_matches_einsum():
+    """The vLLM-CPU LoRA op replacement: per-row x·W[slot]ᵀ, no LoRA for slot −1, and a row's
+    value bit-identical whether it is computed alone or among other rows and slots."""
+    import torch
+
+    from policies.vllm_cpu_patches import lora_rows
+
+    g = torch.Generator().manual_seed(0)
+    w = torch.randn(3, 1, 16, 576, generator=g)  # 3 slots, [slots, 1, N, K] as vLLM stacks them
+    x = torch.randn(40, 576, generator=g)
+    idx = torch.tensor([0, 2, -1, 1] * 10)
+    out = lora_rows(x, w, idx, torch.float32)
+    ref = torch.einsum("bi,boi->bo", x, w.squeeze(1)[idx.clamp_min(0)])
+    ref[idx < 0] = 0
+    assert out.shape == (40, 16) and torch.allclose(out, ref, atol=1e-4)
+    assert torch.equal(out[idx < 0], torch.zeros(10, 16))
+    for t in (0, 1, 3, 17, 39):
+        alone = lora_rows(x[t:t + 1], w, idx[t:t + 1], torch.float32)
+        assert torch.equal(alone[0], out[t])
