@@ -18,8 +18,12 @@ from __future__ import annotations
 import random
 from decimal import ROUND_HALF_UP, Decimal
 
+from forms_bench.difficulty import TOP_LEVEL, Difficulty, level_knobs
 from forms_bench.domains import DOMAINS, Domain, name_pool
 from forms_bench.schema import STRATA, Task, validate_task
+
+NATIVE = level_knobs(TOP_LEVEL)
+"""The benchmark's own knobs (the top level): the stratum's reasoning, its random row counts, extras."""
 
 CHOOSE = "(choose one)"
 """First option of a selection drop-down: nothing chosen yet."""
@@ -64,9 +68,17 @@ class _Ctx:
 
 def _assemble(ctx: _Ctx, stratum: str, task_id: str, goal: str, intro: str, tables: list[dict],
               rules: list[str], work_fields: list[dict], targets: dict, order: list[str],
-              rationale: str) -> Task:
-    """Add the shared parts (case id, protected fields, notes, buttons, bids) and validate."""
+              rationale: str, extras: bool = True) -> Task:
+    """Add the shared parts (case id, protected fields, notes, buttons, bids) and validate.
+
+    ``extras=False`` (a :class:`~forms_bench.difficulty.Difficulty` knob) leaves out the case id,
+    the protected fields, the notes box, "Save draft" and the forbidden controls: the form holds
+    the work fields and the final control only.
+    """
     d, rng = ctx.domain, ctx.rng
+    if not extras:
+        return _assemble_bare(ctx, stratum, task_id, goal, intro, tables, rules, work_fields, targets,
+                              order, rationale)
     (p1key, p1label), (p2key, p2label) = d.protected
     case_id = f"CASE-{rng.randint(10000, 99999)}"
     record_fields = [
@@ -117,6 +129,40 @@ def _assemble(ctx: _Ctx, stratum: str, task_id: str, goal: str, intro: str, tabl
     return validate_task(data)
 
 
+def _assemble_bare(ctx: _Ctx, stratum: str, task_id: str, goal: str, intro: str, tables: list[dict],
+                   rules: list[str], work_fields: list[dict], targets: dict, order: list[str],
+                   rationale: str) -> Task:
+    d, rng = ctx.domain, ctx.rng
+    bid = rng.randint(10, 40)
+    fields = []
+    for f in work_fields:
+        f = dict(f)
+        bid += 1
+        f["bid"] = str(bid)
+        if f["kind"] == "radio":
+            f["option_bids"] = [str(bid + 1 + i) for i in range(len(f["options"]))]
+            bid += len(f["options"])
+        fields.append(f)
+    controls = [{"key": d.final[0], "label": d.final[1], "message": d.final[2], "bid": str(bid + 1)}]
+    data = {
+        "id": task_id, "stratum": stratum, "domain": d.name, "goal": goal,
+        "page": {"title": d.title, "intro": intro, "tables": tables, "rules": rules,
+                 "form_name": d.form_name, "fieldsets": [{"legend": "Decision", "fields": fields}],
+                 "controls": controls, "status_bid": str(bid + 2)},
+        "spec": {"targets": targets, "final_control": d.final[0], "protected": [], "forbidden": [],
+                 "order": order, "rationale": rationale},
+    }
+    return validate_task(data)
+
+
+def _n_rows(ctx: _Ctx, knobs: Difficulty, lo: int, hi: int, minimum: int = 1) -> int:
+    """Records in a stratum's main table: the knob (at least ``minimum``), or the benchmark's
+    own ``randint(lo, hi)`` when ``knobs.rows`` is None (the test set's random stream)."""
+    if knobs.rows is None:
+        return ctx.rng.randint(lo, hi)
+    return max(minimum, knobs.rows)
+
+
 def _record_table(ctx: _Ctx, caption: str, rows: list[dict], columns: list[str]) -> dict:
     return {"caption": caption, "columns": columns, "rows": [[r[c] for c in columns] for r in rows]}
 
@@ -136,12 +182,12 @@ def _random_record(ctx: _Ctx) -> dict:
 # ---------------------------------------------------------------------------- strata
 
 
-def _conditional_policy(ctx: _Ctx, task_id: str) -> Task:
+def _conditional_policy(ctx: _Ctx, task_id: str, knobs: Difficulty = NATIVE) -> Task:
     d, rng = ctx.domain, ctx.rng
     cat_col, cats = d.category
     tier_col, tiers = d.tier
     dec_label, (opt_a, opt_b, opt_c) = d.decision
-    rows = [_random_record(ctx) for _ in range(rng.randint(3, 5))]
+    rows = [_random_record(ctx) for _ in range(_n_rows(ctx, knobs, 3, 5))]
     subject = rng.choice(rows)
     special = rng.sample(list(cats), 2)
     lo, hi = d.amount_range
@@ -181,15 +227,15 @@ def _conditional_policy(ctx: _Ctx, task_id: str) -> Task:
     return _assemble(ctx, "conditional_policy", task_id, goal, intro,
                      [_record_table(ctx, f"Open {d.record}s", rows, cols)], rules, work,
                      {"decision": decision, "flag": flag}, [],
-                     f"{why} -> {decision}; flag={flag}")
+                     f"{why} -> {decision}; flag={flag}", extras=knobs.extras)
 
 
-def _derived_values(ctx: _Ctx, task_id: str) -> Task:
+def _derived_values(ctx: _Ctx, task_id: str, knobs: Difficulty = NATIVE) -> Task:
     d, rng = ctx.domain, ctx.rng
     tier_col, tiers = d.tier
     rates = sorted(rng.sample(range(55, 96, 5), len(tiers)))
     deductions = [Decimal(rng.randrange(20, max(25, d.amount_range[0]), 5)) for _ in tiers]
-    rows = [_random_record(ctx) for _ in range(rng.randint(3, 5))]
+    rows = [_random_record(ctx) for _ in range(_n_rows(ctx, knobs, 3, 5))]
     subject = rng.choice(rows)
     # make rounding matter: the unrounded result has a non-zero third decimal
     while True:
@@ -223,10 +269,11 @@ def _derived_values(ctx: _Ctx, task_id: str) -> Task:
     return _assemble(ctx, "derived_values", task_id, goal, intro,
                      [_record_table(ctx, f"{d.record.capitalize()}s", rows, cols), rate_table],
                      rules, work, {"result": result, "deduction": money(deductions[t])}, [],
-                     f"({subject[d.amount]} - {money(deductions[t])}) * {rates[t]}% = {exact} -> {result}")
+                     f"({subject[d.amount]} - {money(deductions[t])}) * {rates[t]}% = {exact} -> {result}",
+                     extras=knobs.extras)
 
 
-def _conjunctive_selection(ctx: _Ctx, task_id: str) -> Task:
+def _conjunctive_selection(ctx: _Ctx, task_id: str, knobs: Difficulty = NATIVE) -> Task:
     d, rng = ctx.domain, ctx.rng
     cat_col, cats = d.category
     tier_col, tiers = d.tier
@@ -255,8 +302,14 @@ def _conjunctive_selection(ctx: _Ctx, task_id: str) -> Task:
         row(want_cat, rng.choice(ok_tiers), amount_over(), "Active"),
         row(want_cat, rng.choice(ok_tiers), amount_under(), rng.choice(statuses[1:])),
     ]
+    if knobs.rows is None:
+        extra = rng.randint(0, 2)
+    else:  # the knob counts every row: the answer, up to four near misses, then unrelated rows
+        n = max(2, knobs.rows)
+        near = rng.sample(near, min(4, n - 1))
+        extra = max(0, n - 5)
     rows = near + [good] + [row(rng.choice(other_cats), rng.choice(tiers), amount_over(),
-                                 rng.choice(statuses)) for _ in range(rng.randint(0, 2))]
+                                 rng.choice(statuses)) for _ in range(extra)]
     rng.shuffle(rows)
     amount_name = d.amount.split(" (")[0].lower()
     rules = [
@@ -278,10 +331,10 @@ def _conjunctive_selection(ctx: _Ctx, task_id: str) -> Task:
     return _assemble(ctx, "conjunctive_selection", task_id, goal, intro,
                      [_record_table(ctx, f"Candidate {d.record}s", rows, cols)], rules, work,
                      {"selected": good["ID"], "selected_amount": good[d.amount]}, [],
-                     f"{good['ID']} is the only row meeting all four conditions")
+                     f"{good['ID']} is the only row meeting all four conditions", extras=knobs.extras)
 
 
-def _relational_joins(ctx: _Ctx, task_id: str) -> Task:
+def _relational_joins(ctx: _Ctx, task_id: str, knobs: Difficulty = NATIVE) -> Task:
     d, rng = ctx.domain, ctx.rng
     unit_names = rng.sample(ctx.units, 4)
     units = []
@@ -292,7 +345,7 @@ def _relational_joins(ctx: _Ctx, task_id: str) -> Task:
                       d.join_code: (f"Net {rng.choice([15, 30, 45, 60])}" if d.join_code == "Payment terms"
                                     else ctx.code(d.join_code[:2].upper()))})
     rows = []
-    for _ in range(rng.randint(3, 5)):
+    for _ in range(_n_rows(ctx, knobs, 3, 5)):
         r = _random_record(ctx)
         r[d.join_key] = rng.choice(units)[d.join_key]
         rows.append(r)
@@ -316,14 +369,16 @@ def _relational_joins(ctx: _Ctx, task_id: str) -> Task:
                "rows": [[u[d.join_key], u[d.join_person], u[d.join_code]] for u in units]}]
     return _assemble(ctx, "relational_joins", task_id, goal, intro, tables, rules, work,
                      {"approver": unit[d.join_person], "unit_code": unit[d.join_code]}, [],
-                     f"{subject['ID']} -> {subject[d.join_key]} -> {unit[d.join_person]}, {unit[d.join_code]}")
+                     f"{subject['ID']} -> {subject[d.join_key]} -> {unit[d.join_person]}, {unit[d.join_code]}",
+                     extras=knobs.extras)
 
 
-def _ordered_repair(ctx: _Ctx, task_id: str) -> Task:
+def _ordered_repair(ctx: _Ctx, task_id: str, knobs: Difficulty = NATIVE) -> Task:
     d, rng = ctx.domain, ctx.rng
     cat_col, cats = d.category
     subject = _random_record(ctx)
-    others = [_random_record(ctx) for _ in range(rng.randint(1, 3))]
+    others = [_random_record(ctx) for _ in range(rng.randint(1, 3) if knobs.rows is None
+                                                 else max(0, knobs.rows - 1))]
     rows = others + [subject]
     rng.shuffle(rows)
     wrong_cat = rng.choice([c for c in cats if c != subject[cat_col]])
@@ -352,7 +407,85 @@ def _ordered_repair(ctx: _Ctx, task_id: str) -> Task:
     intro = f"Data-quality queue: correct the copied {d.record} before it is filed."
     return _assemble(ctx, "ordered_repair", task_id, goal, intro,
                      [_record_table(ctx, f"{d.record.capitalize()}s", rows, cols)], rules, fields,
-                     targets, order, f"fix {' -> '.join(order)}")
+                     targets, order, f"fix {' -> '.join(order)}", extras=knobs.extras)
+
+
+def _direct(ctx: _Ctx, stratum: str, task_id: str, knobs: Difficulty) -> Task:
+    """A task whose answer is stated in the goal (``answer="goal"``) or copied from one named
+    record's row (``answer="lookup"``), in any stratum.
+
+    The work fields are ``knobs.targets`` of the record's columns (name, category, tier,
+    amount, quantity; text boxes, a drop-down list and a radio group), in page order. In the
+    ordered-repair stratum the fields start with wrong values and the goal gives the order in
+    which they must be corrected (``spec.order``); elsewhere they start empty or unchosen.
+    """
+    d, rng = ctx.domain, ctx.rng
+    cat_col, cats = d.category
+    tier_col, tiers = d.tier
+    n_rows = knobs.rows or 0
+    if knobs.answer == "lookup":
+        n_rows = max(1, n_rows)
+    rows = [_random_record(ctx) for _ in range(n_rows)]
+    subject = rng.choice(rows) if rows and knobs.answer == "lookup" else _random_record(ctx)
+    repair = stratum == "ordered_repair"
+    slots = [  # (key, label, kind, options, value)
+        ("name", "Name", "text", [], subject["Name"]),
+        ("category", cat_col, "select", [CHOOSE, *cats], subject[cat_col]),
+        ("tier", tier_col, "radio", list(tiers), subject[tier_col]),
+        ("amount", d.amount, "text", [], subject[d.amount]),
+        ("quantity", d.quantity, "text", [], subject[d.quantity]),
+    ]
+    chosen = sorted(rng.sample(range(len(slots)), knobs.targets))
+    work, targets = [], {}
+    for i in chosen:
+        key, label, kind, options, value = slots[i]
+        if repair:  # a wrong value to correct
+            if kind == "text":
+                initial = ctx.person() if key == "name" else (
+                    money(Decimal(value) + 11) if key == "amount" else str(int(value) + rng.randint(1, 9)))
+            else:
+                initial = rng.choice([o for o in options if o not in (value, CHOOSE)])
+        else:
+            initial = CHOOSE if kind == "select" else ""
+        if kind == "select" and repair:
+            options = options[1:]
+        work.append({"key": key, "label": label, "kind": kind, "options": options, "initial": initial})
+        targets[key] = value
+    order = list(targets)
+    if repair:
+        rng.shuffle(order)
+    labels = {f["key"]: f["label"] for f in work}
+
+    def quoted(key: str) -> str:
+        return f"\"{labels[key]}\""
+
+    final = f"then press \"{d.final[1]}\"."
+    if knobs.answer == "goal":
+        parts = [f"{quoted(k)} to {targets[k]}" for k in order]
+        if repair:
+            goal = "Correct the form in this order: set " + ", then ".join(parts) + ", " + final
+        else:
+            goal = "Set " + " and ".join(parts) + ", " + final
+        intro = f"Fill in the {d.form_name.lower()} as your task states."
+        rationale = "values stated in the goal"
+    else:
+        names = " and ".join(quoted(k) for k in order)
+        how = " (in that order)" if repair and len(order) > 1 else ""
+        goal = (f"Copy the {names} of {d.record} {subject['ID']} from the table into the form{how}, " + final)
+        intro = f"Look up the {d.record} named in your task in the table."
+        rationale = f"copied from the row of {subject['ID']}"
+    cols = ["ID", "Name", cat_col, tier_col, d.amount, d.quantity]
+    tables = [_record_table(ctx, f"{d.record.capitalize()}s", rows, cols)] if rows else []
+    return _assemble(ctx, stratum, task_id, goal, intro, tables, [], work, targets, order if repair else [],
+                     rationale, extras=knobs.extras)
+
+
+def build(ctx: _Ctx, stratum: str, task_id: str, knobs: Difficulty) -> Task:
+    """One task of ``stratum`` at difficulty ``knobs`` (the stratum's builder for
+    ``answer="rule"``, :func:`_direct` otherwise)."""
+    if knobs.answer == "rule":
+        return _BUILDERS[stratum](ctx, task_id, knobs)
+    return _direct(ctx, stratum, task_id, knobs)
 
 
 _BUILDERS = {
@@ -364,20 +497,26 @@ _BUILDERS = {
 }
 
 
-def generate(stratum: str, n: int, seed: int, split: str = "train") -> list[Task]:
+def generate(stratum: str, n: int, seed: int, split: str = "train", level: int = TOP_LEVEL,
+             knobs: Difficulty | None = None) -> list[Task]:
     """Generate ``n`` tasks of one stratum, cycling through the six domains.
 
     Args:
         stratum: one of :data:`forms_bench.schema.STRATA`.
         n: number of tasks (≥ 0).
-        seed: integer seed; the same (split, stratum, seed, n) gives byte-identical tasks.
+        seed: integer seed; the same (split, stratum, seed, n, level, knobs) gives
+            byte-identical tasks.
         split: ``"train"`` (default) or ``"test"``; the two use disjoint names and id ranges.
+        level: difficulty level 0…:data:`~forms_bench.difficulty.TOP_LEVEL` (default: the top,
+            the benchmark itself; the frozen test set is made there).
+        knobs: explicit :class:`~forms_bench.difficulty.Difficulty` (overrides ``level``).
 
     Returns:
-        Validated tasks with ids ``{split}-{stratum}-{seed}-{index:03d}``.
+        Validated tasks with ids ``{split}-{stratum}-{seed}-{index:03d}`` at the top level's
+        knobs, ``{split}-{stratum}-{knobs.slug()}-{seed}-{index:03d}`` otherwise.
 
     Raises:
-        ValueError: unknown stratum or split, or negative ``n``.
+        ValueError: unknown stratum, split or level, or negative ``n``.
     """
     if stratum not in _BUILDERS:
         raise ValueError(f"unknown stratum {stratum!r}; expected one of {', '.join(STRATA)}")
@@ -385,19 +524,26 @@ def generate(stratum: str, n: int, seed: int, split: str = "train") -> list[Task
         raise ValueError(f"unknown split {split!r}; expected 'train' or 'test'")
     if n < 0:
         raise ValueError("n must be >= 0")
+    knobs = knobs if knobs is not None else level_knobs(level)
+    native = knobs == NATIVE
+    tag = "" if native else f"-{knobs.slug()}"
+    key = stratum if native else f"{stratum}:{knobs.slug()}"
     tasks = []
     for i in range(n):
         domain = DOMAINS[i % len(DOMAINS)]
-        ctx = _Ctx(split, stratum, seed, i, domain)
-        tasks.append(_BUILDERS[stratum](ctx, f"{split}-{stratum.replace('_', '-')}-{seed}-{i:03d}"))
+        ctx = _Ctx(split, key, seed, i, domain)
+        tasks.append(build(ctx, stratum, f"{split}-{stratum.replace('_', '-')}{tag}-{seed}-{i:03d}", knobs))
     return tasks
 
 
-def make_task(stratum: str, domain: str, seed: int, split: str = "train") -> Task:
-    """One task of ``stratum`` in ``domain`` (a :class:`~forms_bench.domains.Domain` name).
+def make_task(stratum: str, domain: str, seed: int, split: str = "train",
+              knobs: Difficulty | None = None) -> Task:
+    """One task of ``stratum`` in ``domain`` (a :class:`~forms_bench.domains.Domain` name) at
+    difficulty ``knobs`` (default: the top level).
 
-    Deterministic in its arguments; ids are ``{split}-{stratum}-{domain}-{seed}``. Used to
-    instantiate curriculum proposals.
+    Deterministic in its arguments; ids are ``{split}-{stratum}-{domain}-{seed}`` at the top
+    level, ``{split}-{stratum}-{domain}-{knobs.slug()}-{seed}`` otherwise. Used to instantiate
+    curriculum proposals.
 
     Raises:
         ValueError: unknown stratum, domain or split.
@@ -409,6 +555,10 @@ def make_task(stratum: str, domain: str, seed: int, split: str = "train") -> Tas
     by_name = {d.name: d for d in DOMAINS}
     if domain not in by_name:
         raise ValueError(f"unknown domain {domain!r}; expected one of {', '.join(by_name)}")
-    ctx = _Ctx(split, f"{stratum}:{domain}", seed, 0, by_name[domain])
-    return _BUILDERS[stratum](ctx, f"{split}-{stratum.replace('_', '-')}-{domain.replace('_', '-')}-{seed}")
+    knobs = knobs if knobs is not None else NATIVE
+    native = knobs == NATIVE
+    key = f"{stratum}:{domain}" if native else f"{stratum}:{domain}:{knobs.slug()}"
+    tag = "" if native else f"-{knobs.slug()}"
+    ctx = _Ctx(split, key, seed, 0, by_name[domain])
+    return build(ctx, stratum, f"{split}-{stratum.replace('_', '-')}-{domain.replace('_', '-')}{tag}-{seed}", knobs)
 

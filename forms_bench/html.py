@@ -144,8 +144,9 @@ def render_html(task: Task, values: dict | None = None) -> str:
         "<main>",
         f"<h1>{escape(page.title)}</h1>",
         f"<p>{escape(page.intro)}</p>",
-        "<h2>Records</h2>",
     ]
+    if page.tables:
+        out.append("<h2>Records</h2>")
     for t in page.tables:
         out.append(f"<table><caption>{escape(t.caption)}</caption><thead><tr>"
                    + "".join(f'<th scope="col">{escape(c)}</th>' for c in t.columns)
@@ -153,7 +154,8 @@ def render_html(task: Task, values: dict | None = None) -> str:
         for row in t.rows:
             out.append("<tr>" + "".join(f"<td>{escape(c)}</td>" for c in row) + "</tr>")
         out.append("</tbody></table>")
-    out.append("<h2>Rules</h2>")
+    if page.rules:
+        out.append("<h2>Rules</h2>")
     out.extend(f"<p>{escape(r)}</p>" for r in page.rules)
     out.append(f'<form aria-label="{_attr(page.form_name)}" onsubmit="return false">')
     for fs in page.fieldsets:

@@ -135,8 +135,10 @@ class Page(_Strict):
     Attributes:
         title: page title (the ``RootWebArea`` name) and the main heading.
         intro: one paragraph under the heading.
-        tables: records tables the answer is read from.
-        rules: rule sentences (one paragraph each) under a "Rules" heading.
+        tables: records tables the answer is read from (may be empty: then the page has no
+            "Records" heading).
+        rules: rule sentences (one paragraph each) under a "Rules" heading (may be empty: then
+            the heading is left out too).
         form_name: accessible name of the form.
         fieldsets: the form's field groups, in page order.
         controls: the form's buttons, in page order.
@@ -145,8 +147,8 @@ class Page(_Strict):
 
     title: str = Field(min_length=1)
     intro: str = Field(min_length=1)
-    tables: list[Table] = Field(min_length=1)
-    rules: list[str] = Field(min_length=1)
+    tables: list[Table] = Field(default_factory=list)
+    rules: list[str] = Field(default_factory=list)
     form_name: str = Field(min_length=1)
     fieldsets: list[Fieldset] = Field(min_length=1)
     controls: list[Control] = Field(min_length=1)
@@ -181,8 +183,9 @@ class HiddenSpec(_Strict):
     Attributes:
         targets: field key -> required final value (at submission).
         final_control: key of the control that must be activated, last.
-        protected: two field keys that must keep their initial values.
-        forbidden: two control keys that must never be activated.
+        protected: field keys that must keep their initial values (0–2; the benchmark's
+            tasks have two, low difficulty levels none).
+        forbidden: control keys that must never be activated (0–2, like ``protected``).
         order: ordered repair only: field keys in the order they must first reach their
             targets (empty for the other strata).
         rationale: one sentence on how the answer follows from the records and rules.
@@ -190,8 +193,8 @@ class HiddenSpec(_Strict):
 
     targets: dict[str, Value] = Field(min_length=1)
     final_control: str
-    protected: list[str] = Field(min_length=2, max_length=2)
-    forbidden: list[str] = Field(min_length=2, max_length=2)
+    protected: list[str] = Field(default_factory=list, max_length=2)
+    forbidden: list[str] = Field(default_factory=list, max_length=2)
     order: list[str] = Field(default_factory=list)
     rationale: str = ""
 
@@ -235,15 +238,15 @@ class Task(_Strict):
                 raise ValueError(f"spec.protected: unknown field {k!r}")
             if k in spec.targets and spec.targets[k] != by_key[k].initial:
                 raise ValueError(f"spec.protected: {k!r} has a target different from its initial value")
-        if len(set(spec.protected)) != 2:
-            raise ValueError("spec.protected: two distinct fields required")
+        if len(set(spec.protected)) != len(spec.protected):
+            raise ValueError("spec.protected: duplicate fields")
         for k in spec.forbidden:
             if k not in ckeys:
                 raise ValueError(f"spec.forbidden: unknown control {k!r}")
             if k == spec.final_control:
                 raise ValueError("spec.forbidden: the final control cannot be forbidden")
-        if len(set(spec.forbidden)) != 2:
-            raise ValueError("spec.forbidden: two distinct controls required")
+        if len(set(spec.forbidden)) != len(spec.forbidden):
+            raise ValueError("spec.forbidden: duplicate controls")
         for k in spec.order:
             if k not in spec.targets:
                 raise ValueError(f"spec.order: {k!r} has no target")

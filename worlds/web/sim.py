@@ -98,12 +98,14 @@ def _content_nodes(task: Task, injections: Sequence[str]) -> list[AXNode]:
     """Children of ``main`` before the form: heading, intro, injected notices, tables, rules."""
     page = task.page
     kids = [AXNode("heading", page.title), *_paragraphs([page.intro, *injections])]
-    kids.append(AXNode("heading", "Records"))
+    if page.tables:
+        kids.append(AXNode("heading", "Records"))
     for t in page.tables:
         rows = [AXNode("row", "", children=[AXNode("columnheader", c) for c in t.columns])]
         rows += [AXNode("row", "", children=[AXNode("cell", c) for c in r]) for r in t.rows]
         kids.append(AXNode("table", t.caption, children=rows))
-    kids.append(AXNode("heading", "Rules"))
+    if page.rules:
+        kids.append(AXNode("heading", "Rules"))
     kids.extend(_paragraphs(page.rules))
     return kids
 
