@@ -8,7 +8,8 @@ A trajectory passes when, at the last activation of the final control:
 2. the final control is the last control activated;
 3. both protected fields still hold their initial values — at submission and at episode end;
 4. no forbidden control was ever activated;
-5. for ordered repair, the fields first reached their targets in the order the rule gives.
+5. for ordered repair, the fields that needed a repair first reached their targets in the order
+   the rule gives (see :func:`repair_order_reasons`).
 
 It works on any :class:`worlds.web.world.EpisodeRecord`-shaped input — the simulated world's
 state or what the page server recorded from a real browser — and returns the verdict together
@@ -98,19 +99,44 @@ def check(task: Task, values: Mapping[str, Any], events: Sequence[Mapping[str, A
         for when, state in (("at submission", submitted), ("at the end", values)):
             if state is not None and state.get(key) != initial[key]:
                 reasons.append(f"protected field {key!r} changed {when}: {initial[key]!r} -> {state.get(key)!r}")
-    if spec.order:
-        first: dict[str, int] = {}
-        for i, e in enumerate(events):
-            k = e.get("key")
-            if e.get("kind") == "change" and k in spec.order and k not in first \
-                    and values_equal(e.get("value"), spec.targets[k]):
-                first[k] = i
-        reached = [k for k in spec.order if k in first]
-        if len(reached) == len(spec.order):
-            actual = sorted(spec.order, key=lambda k: first[k])
-            if actual != list(spec.order):
-                reasons.append(f"fields repaired in the order {actual}, required {list(spec.order)}")
+    reasons.extend(repair_order_reasons(task, events))
     return Verdict(not reasons, reasons)
+
+
+def repair_order_reasons(task: Task, events: Sequence[Mapping[str, Any]]) -> list[str]:
+    """Condition 5 (ordered repair): ``[]`` when the repairs happened in the rule's order, else
+    one reason.
+
+    The rule:
+
+    - a field of ``spec.order`` *needs a repair* when its initial value does not meet its target
+      (:func:`values_equal`); a field that is already right needs none and takes no part in the
+      order (changing it away and back is judged by conditions 1 and 3, not here);
+    - a field that needs a repair is *repaired* at its first ``change`` event whose value meets
+      its target;
+    - the repaired fields, sorted by that event, must follow ``spec.order`` restricted to them.
+      The order is checked over every repaired field even when some field was never repaired
+      (that field already fails condition 1 at submission).
+
+    So with order (a, b, c) and c already right, a must be repaired before b; repairing a after
+    b fails whatever happens to c.
+    """
+    spec = task.spec
+    if not spec.order:
+        return []
+    initial = task.page.initial_values()
+    needs = [k for k in spec.order if not values_equal(initial[k], spec.targets[k])]
+    first: dict[str, int] = {}
+    for i, e in enumerate(events):
+        k = e.get("key")
+        if e.get("kind") == "change" and k in needs and k not in first \
+                and values_equal(e.get("value"), spec.targets[k]):
+            first[k] = i
+    required = [k for k in needs if k in first]
+    actual = sorted(required, key=lambda k: first[k])
+    if actual != required:
+        return [f"fields repaired in the order {actual}, required {required}"]
+    return []
 
 
 def check_record(task: Task, record: Any) -> Verdict:

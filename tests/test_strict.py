@@ -108,6 +108,33 @@ def test_near_miss_ordered_repair_order():
     assert ok.success
 
 
+def test_ordered_repair_order_checked_when_a_field_is_already_right():
+    # rule: category, then quantity, then amount; amount starts at its target, so it needs no
+    # repair and never produces a "reached target" event: category must still come first
+    data = by_id("test-ordered-repair-0-000").model_dump()
+    for fs in data["page"]["fieldsets"]:
+        for f in fs["fields"]:
+            if f["key"] == "amount":
+                f["initial"] = "7787.95"
+    task = forms_bench.schema.validate_task(data)
+    wrong = run(task, ["fill('32', '36')", "select_option('30', 'Glass breakage')", "click('36')"])
+    assert wrong.reasons == ["fields repaired in the order ['quantity', 'category'], "
+                             "required ['category', 'quantity']"]
+    assert run(task, ["select_option('30', 'Glass breakage')", "fill('32', '36')", "click('36')"]).success
+    # changing the already-right field away and back does not make it part of the order
+    assert run(task, ["fill('31', '1')", "select_option('30', 'Glass breakage')", "fill('32', '36')",
+                      "fill('31', '7787.95')", "click('36')"]).success
+
+
+def test_ordered_repair_order_checked_before_every_field_is_repaired():
+    # quantity is repaired before category; amount is never repaired: both faults are reported
+    task = by_id("test-ordered-repair-0-000")
+    v = run(task, ["fill('32', '36')", "select_option('30', 'Glass breakage')", "click('36')"])
+    assert v.reasons == ["target 'amount': submitted '7798.95', expected '7787.95'",
+                         "fields repaired in the order ['quantity', 'category'], "
+                         "required ['category', 'quantity']"]
+
+
 @pytest.mark.parametrize("got,want,equal", [
     ("148.5", "148.50", True), ("148.49", "148.50", False), (" CO-66 ", "CO-66", True),
     ("co-66", "CO-66", False), (True, True, True), ("true", True, False), (None, "x", False),
