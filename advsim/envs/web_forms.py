@@ -121,7 +121,8 @@ class WebFormsEnv(gym.Env):
             return
         self._pending = None
         attacked = self.world.inject(inj.instruction)
-        gate = render_gate(attacked, inj.instruction, inj.marker)
+        # the marker / token check looks only at what the injection added to the page
+        gate = render_gate(attacked, inj.instruction, inj.marker, before=self._page)
         if gate.passed:
             self._accepted = inj
             self._page = attacked
