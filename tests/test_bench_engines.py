@@ -1,0 +1,145 @@
+"""``advsim bench consistency`` and ``advsim bench throughput`` (issue 11, item 12).
+
+* consistency: a row of 64 mixed-length, mixed-adapter requests co-resident in one engine step
+  (``max_num_seqs`` = 64), rollout vs. score diff = 0 exactly (slow: vLLM + SmolLM2);
+* throughput: a "LoRA kernels only, no consistency patches" row, so VLLMEngine's ratio over it
+  isolates the contract's cost (vLLM-CPU as shipped also lacks the LoRA-kernel rewrite);
+  ``policies.vllm_cpu_patches.install(consistency=False)`` installs that rewrite alone.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+
+# --------------------------------------------------------------------------- throughput
+def test_throughput_ratio_is_over_the_lora_kernels_only_row(monkeypatch):
+    from advsim.bench import throughput
+
+    assert throughput.ENGINES[throughput.NO_CONTRACT] == ("vllm", False, True)
+    assert throughput.ENGINES[throughput.SHIPPED] == ("vllm", False, False)
+    assert throughput.ENGINES["VLLMEngine"] == ("vllm", True, True)
+    assert throughput.NO_CONTRACT == "LoRA kernels only, no consistency patches"
+    rates = {("vllm", "1", "1"): 11.4, ("vllm", "0", "1"): 10.1, ("vllm", "0", "0"): 5.0,
+             ("torch", "1", "1"): 8.0}
+    seen = []
+
+    def fake_run(cmd, **kw):
+        engine, cons, lk = cmd[3], cmd[4], cmd[9]
+        seen.append((engine, cons, lk))
+        r = {"tokens_per_s": rates[(engine, cons, lk)], "prompt_tokens": [500, 600],
+             "runs": [{"seconds": 1.0, "tokens": 10}]}
+        if engine == "vllm":
+            r["patches"] = {"contract": cons == "1", "lora_kernels": lk == "1"}
+        return subprocess.CompletedProcess(cmd, 0, stdout="log line\n" + json.dumps(r) + "\n", stderr="")
+
+    monkeypatch.setattr(subprocess, "run", fake_run)
+    out = throughput.run(n_prompts=2, max_new_tokens=4, repeats=1, threads=1)
+    assert sorted(seen) == sorted(rates)
+    assert set(out["engines"]) == set(throughput.ENGINES)
+    assert out["ratio_contract_over_no_contract"] == pytest.approx(11.4 / 10.1)
+    assert out["ratio_contract_over_shipped"] == pytest.approx(11.4 / 5.0)
+    assert out["ratio_vllm_over_torch"] == pytest.approx(11.4 / 8.0)
+
+    # a row whose process did not run with the patches it names is an error, not a number
+    def wrong_patches(cmd, **kw):
+        p = fake_run(cmd, **kw)
+        r = json.loads(p.stdout.splitlines()[-1])
+        if "patches" in r:
+            r["patches"] = {"contract": True, "lora_kernels": True}
+        return subprocess.CompletedProcess(cmd, 0, stdout=json.dumps(r), stderr="")
+
+    monkeypatch.setattr(subprocess, "run", wrong_patches)
+    with pytest.raises(RuntimeError, match="LoRA kernels only, no consistency patches: ran with patches"):
+        throughput.run(n_prompts=2, max_new_tokens=4, repeats=1, threads=1)
+
+
+_PATCH_PROBE = r"""
+import json, os
+os.environ.pop("VLLM_CPU_ATTN_SPLIT_KV", None)
+from policies import vllm_cpu_patches as p
+import vllm.lora.ops.torch_ops.lora_ops as lops
+import vllm.lora.punica_wrapper.punica_cpu as pcpu
+import vllm.model_executor.layers.utils as vutils
+from vllm.v1.attention.backends import cpu_attn as ca
+
+def state():
+    return {"lora": hasattr(lops.bgmv_shrink, "_advsim_original") and hasattr(pcpu.bgmv_expand, "_advsim_original"),
+            "gemm": hasattr(vutils.dispatch_cpu_unquantized_gemm, "_advsim_original"),
+            "attention": hasattr(ca.CPUAttentionMetadataBuilder.build, "_advsim_original"),
+            "split_kv_off": os.environ.get("VLLM_CPU_ATTN_SPLIT_KV") == "0",
+            "installed": p.installed(), "lora_ops_installed": p.lora_ops_installed()}
+
+out = {"before": state(), "first": p.install(consistency=False), "lora_only": state(),
+       "again": p.install(consistency=False), "full": p.install(), "after": state(), "last": p.install()}
+print(json.dumps(out))
+"""
+
+
+@pytest.mark.slow
+def test_install_lora_kernels_without_the_consistency_patches():
+    pytest.importorskip("vllm")
+    env = {**os.environ, "VLLM_ENABLE_V1_MULTIPROCESSING": "0"}
+    proc = subprocess.run([sys.executable, "-c", _PATCH_PROBE], capture_output=True, text=True, env=env,
+                          cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    none = {"lora": False, "gemm": False, "attention": False, "split_kv_off": False, "installed": False,
+            "lora_ops_installed": False}
+    assert out["before"] == none
+    assert out["lora_only"] == {**none, "lora": True, "lora_ops_installed": True}
+    assert (out["first"], out["again"], out["full"], out["last"]) == (True, False, True, False)
+    assert out["after"] == {k: True for k in none}
+
+
+# --------------------------------------------------------------------------- consistency
+def test_coresident_row_needs_64_seqs_per_step():
+    from advsim.bench import consistency
+
+    assert consistency.CORESIDENT == 64 == len(consistency.LENGTHS_64)
+    assert len(set(consistency.LENGTHS_64)) == 64  # mixed lengths, no two alike
+    assert min(consistency.LENGTHS_64) <= 10 and max(consistency.LENGTHS_64) >= 650
+
+    class Small:
+        max_num_seqs = 16
+
+    with pytest.raises(ValueError, match="max_num_seqs ≥ 64"):
+        consistency.coresident_row(Small(), None)
+
+
+@pytest.mark.slow
+def test_64_coresident_mixed_adapter_requests_are_bit_consistent(tmp_path):
+    pytest.importorskip("vllm")
+    torch = pytest.importorskip("torch")
+    from advsim.bench import consistency
+    from policies.adapters import ROLES, attach_role_adapters, lora_config, randomize_adapter, save_adapter
+    from policies.backbone import load_backbone
+    from policies.engines import VLLMEngine
+
+    torch.manual_seed(0)
+    model, tok, path = load_backbone()
+    pm = attach_role_adapters(model, config=lora_config(r=8, alpha=16))
+    for i, r in enumerate(ROLES):
+        randomize_adapter(pm, r, seed=10 + i, scale=0.05)
+        save_adapter(pm, f"{r}@0", tmp_path)
+    engine = VLLMEngine(path, max_model_len=1024, max_num_seqs=64, max_loras=4,
+                        threads=int(os.environ.get("OMP_NUM_THREADS") or 2), kv_cache_gib=2, seed=0)
+    for r in ROLES:
+        engine.add_adapter(f"{r}@0", tmp_path / f"{r}@0")
+    randomize_adapter(pm, "executor", seed=77, scale=0.05)
+    engine.add_adapter("executor@1", save_adapter(pm, "executor@1", tmp_path))
+
+    row = consistency.coresident_row(engine, tok)
+    assert row["max_requests_per_step"] == 64  # all 64 shared at least one engine step
+    assert row["adapters"] == sorted(["None", "executor@0", "executor@1", "curriculum@0", "adversary@0"])
+    assert row["n_tokens"] >= 64 * 4
+    assert (row["max"], row["mean"], row["std"], row["k3"]) == (0.0, 0.0, 0.0, 0.0)
+    assert row["n_equal"] == row["n_tokens"]
+    # the step counter counts requests per step: one request alone is a step of one
+    reqs = consistency._requests(tok, seed=3, lengths=(40,))
+    assert consistency.generate_counted(engine, reqs)[1] == 1
