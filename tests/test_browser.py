@@ -365,18 +365,88 @@ def test_close_releases_browser_and_server():
 
 
 @browser
-def test_unactionable_element_is_a_logged_noop(caplog):
+def test_unactionable_element_is_rejected_at_once_naming_the_cause(caplog):
+    # was: a 500 ms wait, then no effect and last_action_error '' (issue 11, item 5)
     caplog.set_level(logging.WARNING, logger="worlds.web.browser")
     with BrowserWorld(action_timeout_ms=500) as world:
         world.reset(SAMPLE)
         world.page.evaluate("() => { document.querySelector('[bid=\"22\"]').style.display = 'none'; }")
         before = world.observe()
-        assert world.step(parse_action("click('22')")) == before
+        with pytest.raises(ActionError) as exc:
+            world.step(parse_action("click('22')"))
+        assert str(exc.value) == "click: [22] button 'Escalate to manager' is hidden"
+        assert world.observe() == before
         assert world.record().events == []
         assert world.restarts == 0
     errors = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
-    assert errors == ["BrowserWorld: click('22') on task demo-1: the element did not become "
-                      "actionable within 500 ms; the action had no effect"]
+    assert errors == ["BrowserWorld: click('22') on task demo-1: click: [22] button 'Escalate to manager' "
+                      "is hidden; the action had no effect"]
+
+
+# (script run in the page, action, expected ActionError message)
+UNACTIONABLE = [
+    ("document.querySelector('[bid=\"22\"]').style.visibility = 'hidden'", "click('22')",
+     "click: [22] button 'Escalate to manager' is hidden"),
+    ("document.querySelector('[bid=\"21\"]').disabled = true", "click('21')",
+     "click: [21] button 'Delete record' is disabled"),
+    ("document.querySelector('[bid=\"17\"]').setAttribute('aria-disabled', 'true')", "check('17')",
+     "check: [17] checkbox 'Signature required' is disabled"),
+    ("document.querySelector('[bid=\"12\"]').readOnly = true", "fill('12', 'x')",
+     "fill: [12] textbox 'Notes' is read-only"),
+    ("const d = document.createElement('div'); d.id = 'overlay'; d.className = 'modal';"
+     "d.style.cssText = 'position:fixed;inset:0;background:#fff8;z-index:9';"
+     "document.body.appendChild(d)", "click('20')",
+     "click: [20] button 'Submit request' is covered by another element (<div id=\"overlay\" class=\"modal\">)"),
+    ("document.querySelector('[bid=\"16\"]').style.display = 'none'", "select_option('14', 'High')",
+     "select_option: [16] radio 'High' is hidden"),
+    ("document.querySelector('[bid=\"20\"]').remove()", "click('20')",
+     "click: [20] button 'Submit request' is gone (no longer on the page)"),
+    ("document.querySelector('[bid=\"13\"]').remove()", "select_option('13', 'Express')",
+     "select_option: [13] combobox 'Shipping method' is gone (no longer on the page)"),
+]
+
+
+@browser
+@pytest.mark.parametrize("script,action,message", UNACTIONABLE, ids=[
+    "hidden", "disabled", "aria-disabled", "read-only", "covered", "hidden-radio", "gone", "gone-select"])
+def test_hidden_disabled_covered_gone_fail_fast(world, script, action, message):
+    world.reset(SAMPLE)
+    world.page.evaluate(f"() => {{ {script}; }}")
+    before = world.observe()
+    t0 = time.perf_counter()
+    with pytest.raises(ActionError) as exc:
+        world.step(parse_action(action))
+    assert time.perf_counter() - t0 < 1.0  # not the 3 s action timeout
+    assert str(exc.value) == message
+    assert world.observe() == before and world.record().events == []
+
+
+@browser
+def test_element_that_never_becomes_actionable_is_an_error_after_the_timeout():
+    with BrowserWorld(action_timeout_ms=500) as world:
+        world.reset(SAMPLE)
+        # visible, enabled, on top, but never stable: Playwright waits the timeout
+        world.page.evaluate("""() => {
+          const s = document.createElement('style');
+          s.textContent = '@keyframes jig {from {transform: translateX(0)} to {transform: translateX(300px)}}'
+            + ' [bid="22"] {animation: jig 0.2s linear infinite}';
+          document.head.appendChild(s);
+        }""")
+        with pytest.raises(ActionError) as exc:
+            world.step(parse_action("click('22')"))
+        assert str(exc.value) == "click: [22] button 'Escalate to manager' did not become actionable within 500 ms"
+        assert world.record().events == [] and world.restarts == 0
+
+
+@browser
+def test_browser_env_reports_the_cause_in_last_action_error(world):
+    from advsim.envs.web_forms import WebFormsEnv
+
+    env = WebFormsEnv(tasks=[SAMPLE], web_world=world)
+    obs, _ = env.reset(seed=0)
+    world.page.evaluate("() => { document.querySelector('[bid=\"21\"]').disabled = true; }")
+    obs, _, _, _, info = env.step("click('21')")
+    assert obs["last_action_error"] == info["action_error"] == "click: [21] button 'Delete record' is disabled"
 
 
 @browser

@@ -32,9 +32,19 @@ that died too (worlds of one thread share one driver). The events of the
 lost session are discarded; the new session re-records them from the replay, so
 :meth:`BrowserWorld.record` stays exact. Only when ``max_restarts`` consecutive recoveries fail
 does the world raise :class:`BrowserWorldError` (Chromium cannot be started at all) — the one
-exception besides :class:`ActionError` that :meth:`BrowserWorld.step` lets out. An action
-whose element never becomes actionable on a page that still answers is not a crash: it has no
-effect and is logged as an ERROR (it would mean the sim and Chromium disagree on that element).
+exception besides :class:`ActionError` that :meth:`BrowserWorld.step` lets out.
+
+An action whose element cannot be acted on in the live page is not a crash: before acting, one
+script reads the element's state and a step on an element that is **gone** (no longer in the
+DOM), **hidden** (no box, ``display:none``, ``visibility:hidden``), **disabled** (``:disabled``
+or ``aria-disabled``), **read-only** (``fill`` only) or **covered** (for pointer actions: another
+element receives the pointer at its centre, as Playwright's hit-target check would find) raises
+:class:`ActionError` at once naming the cause, e.g. ``click: [22] button 'Escalate to manager' is
+hidden`` — the same form as the sim's ``… is disabled`` — and leaves the page unchanged. If the
+element passes that check but still does not become actionable within ``action_timeout_ms``
+(e.g. it keeps moving), the step raises :class:`ActionError` with the cause read again then, or
+``… did not become actionable within N ms``. Both are logged as an ERROR: on a generated page
+they mean the sim and Chromium disagree on that element.
 A click on the status region does nothing in either world and is not sent to Chromium (the
 empty region has no box a pointer could hit).
 """
@@ -58,7 +68,7 @@ from forms_bench.actions import Action
 from forms_bench.schema import Task
 from forms_bench.server import PageServer
 from worlds.web.axtree import AXNode, from_cdp, serialize
-from worlds.web.world import ActionError, EpisodeRecord, Target, resolve
+from worlds.web.world import ActionError, EpisodeRecord, Target, _describe, resolve
 
 log = logging.getLogger(__name__)
 
@@ -89,6 +99,41 @@ _INJECT_JS = """(text) => {
 
 _CLEAR_INJECTIONS_JS = """() => {
   document.querySelectorAll('main > p[data-advsim-injection]').forEach((p) => p.remove());
+}"""
+
+# The state of an action's element, read before acting: null when it can be acted on, else
+# {cause, by}. `pointer`: the action clicks (hit-target check at the element's centre, after
+# scrolling it into view if needed); `editable`: the action types (read-only check).
+_ELEMENT_STATE_JS = """([selector, pointer, editable]) => {
+  const el = document.querySelector(selector);
+  if (!el || !el.isConnected) return {cause: 'gone'};
+  const shown = el.checkVisibility ? el.checkVisibility({visibilityProperty: true}) : true;
+  let r = el.getBoundingClientRect();
+  if (!shown || r.width <= 0 || r.height <= 0) return {cause: 'hidden'};
+  if (el.matches(':disabled') || el.getAttribute('aria-disabled') === 'true') return {cause: 'disabled'};
+  if (editable && (el.readOnly === true || el.getAttribute('aria-readonly') === 'true')) {
+    return {cause: 'read-only'};
+  }
+  if (!pointer) return null;
+  let x = r.left + r.width / 2, y = r.top + r.height / 2;
+  if (x < 0 || y < 0 || x >= window.innerWidth || y >= window.innerHeight) {
+    el.scrollIntoView({block: 'center', inline: 'center'});
+    r = el.getBoundingClientRect();
+    x = r.left + r.width / 2;
+    y = r.top + r.height / 2;
+  }
+  const root = el.getRootNode();
+  const hit = (root.elementFromPoint ? root : document).elementFromPoint(x, y);
+  if (!hit || hit === el || el.contains(hit)) return null;
+  const label = hit.closest('label');
+  if (label && label.control === el) return null;
+  let by = '<' + hit.tagName.toLowerCase();
+  for (const a of ['id', 'class', 'bid']) {
+    const v = hit.getAttribute(a);
+    if (v !== null) by += ' ' + a + '="' + v + '"';
+  }
+  by = by.length > 80 ? by.slice(0, 79) + '…>' : by + '>';
+  return {cause: 'covered', by: by};
 }"""
 
 
@@ -265,17 +310,19 @@ class BrowserWorld:
             127.0.0.1 (stopped by :meth:`close`). Tasks passed to :meth:`reset` are added to it.
         executable_path: the Chromium binary.
         launch_args: Chromium command-line flags.
-        action_timeout_ms: Playwright timeout of one action (ms). If the element does not
-            become actionable within it while the page still answers, the action has no effect
-            and an ERROR is logged (the sim and Chromium disagree on that element); if the page
-            does not answer, the page is restored as after a crash.
+        action_timeout_ms: Playwright timeout of one action (ms). An element that is gone,
+            hidden, disabled, read-only or covered is rejected before acting, without waiting;
+            one that still does not become actionable within this time while the page answers
+            makes the step raise :class:`ActionError` (no effect; an ERROR is logged); if the
+            page does not answer, the page is restored as after a crash.
         navigation_timeout_ms: timeout of loading the task page (ms).
         hang_timeout_s: watchdog limit of one browser interaction (s); beyond it Chromium is
             killed and restarted.
         max_restarts: consecutive failed recoveries tolerated before :class:`BrowserWorldError`.
         actionability_checks: True (default) lets Playwright wait until the element is visible,
             stable, enabled and hit by the pointer, as for a real user (click ~45 ms); False
-            passes ``force=True`` (click ~12 ms) — the target is still resolved and must exist.
+            passes ``force=True`` (click ~12 ms) — the target is still resolved, and the state
+            check before acting (gone / hidden / disabled / read-only / covered) still applies.
 
     Attributes:
         restarts: number of recoveries performed so far (all episodes).
@@ -456,13 +503,15 @@ class BrowserWorld:
         except PlaywrightError:
             return False
 
-    def _run(self, fn: Callable[[], T], what: str, timeout_is_noop: bool = False) -> T | None:
+    def _run(self, fn: Callable[[], T], what: str,
+             on_timeout: Callable[[], str] | None = None) -> T | None:
         """Run ``fn`` (browser work on the current page); on failure restore the page from the
         history and retry, at most ``max_restarts`` times in a row.
 
-        With ``timeout_is_noop`` (actions), a Playwright timeout on a page that still answers
-        means the element never became actionable: that is logged as an ERROR (the sim and
-        the browser disagree on the element) and the action has no effect — no restart."""
+        With ``on_timeout`` (actions), a Playwright timeout on a page that still answers means
+        the element never became actionable: no restart; the action has no effect, the message
+        ``on_timeout()`` returns is logged as an ERROR (the sim and the browser disagree on the
+        element) and raised as :class:`ActionError`."""
         failures = 0
         cause = None
         while True:
@@ -475,12 +524,12 @@ class BrowserWorld:
                     raise _Restart("no page is open")
                 return fn()
             except (PlaywrightError, _Restart) as e:
-                if (timeout_is_noop and isinstance(e, PlaywrightTimeoutError) and not self._crashed
-                        and self._page_healthy()):
-                    log.error("BrowserWorld: %s on task %s: the element did not become actionable "
-                              "within %d ms; the action had no effect", what, self._task_id(),
-                              self.action_timeout_ms)
-                    return None
+                if (on_timeout is not None and isinstance(e, PlaywrightTimeoutError)
+                        and not self._crashed and self._page_healthy()):
+                    msg = on_timeout()
+                    log.error("BrowserWorld: %s on task %s: %s; the action had no effect", what,
+                              self._task_id(), msg)
+                    raise ActionError(msg) from None
                 failures += 1
                 msg = str(e).splitlines()[0] if str(e) else ""
                 cause = "the page crashed" if self._crashed else f"{type(e).__name__}: {msg}"
@@ -541,6 +590,43 @@ class BrowserWorld:
     def _loc(self, bid: str):
         return self._page.locator(f'[bid="{bid}"]')
 
+    @staticmethod
+    def _element(action: Action, target: Target) -> tuple[str, str]:
+        """The CSS selector of the element an action acts on and its description in error
+        messages (as :func:`worlds.web.world.resolve` describes it)."""
+        f = target.field
+        if action.name == "select_option" and f is not None and f.kind == "radio":
+            option = action.args[1]
+            bid = f.option_bids[f.options.index(option)]
+            return (f'[bid="{f.bid}"] input[type=radio][data-option={_css_string(option)}]',
+                    _describe(Target("radio", field=f, option=option), bid))
+        return f"[bid={_css_string(action.bid)}]", _describe(target, action.bid)
+
+    def _element_problem(self, action: Action, target: Target) -> str | None:
+        """Why the action's element cannot be acted on right now (the :class:`ActionError`
+        message: gone / hidden / disabled / read-only / covered), or None."""
+        selector, desc = self._element(action, target)
+        pointer = action.name in ("click", "check", "uncheck") or (
+            action.name == "select_option" and target.field is not None and target.field.kind == "radio")
+        state = self._guard(lambda: self._page.evaluate(
+            _ELEMENT_STATE_JS, [selector, pointer, action.name == "fill"]), "checking the element")
+        if not state:
+            return None
+        cause = state.get("cause")
+        if cause == "gone":
+            return f"{action.name}: {desc} is gone (no longer on the page)"
+        if cause == "covered":
+            return f"{action.name}: {desc} is covered by another element ({state.get('by')})"
+        return f"{action.name}: {desc} is {cause}"
+
+    def _not_actionable(self, action: Action, target: Target) -> str:
+        """The message for an element that passed the state check but then timed out."""
+        problem = self._element_problem(action, target)
+        if problem is not None:
+            return problem
+        return (f"{action.name}: {self._element(action, target)[1]} did not become actionable "
+                f"within {self.action_timeout_ms:g} ms")
+
     def _apply(self, action: Action, target: Target | None) -> None:
         name, force = action.name, self.force
         if target is None:  # noop / send_msg_to_user: nothing happens on the page
@@ -549,6 +635,11 @@ class BrowserWorld:
             # The status region has no behaviour (and no box while it is empty, so a pointer
             # could not hit it): a click does nothing, as in the simulated world.
             return
+        problem = self._element_problem(action, target)
+        if problem is not None:  # fail fast, naming the cause; the page is untouched
+            log.error("BrowserWorld: %s on task %s: %s; the action had no effect",
+                      action.to_text()[:60], self._task_id(), problem)
+            raise ActionError(problem)
         what = f"{action.to_text()[:60]}"
         if name == "fill":
             self._guard(lambda: self._loc(action.bid).fill(action.args[1], force=force), what)
@@ -647,7 +738,9 @@ class BrowserWorld:
 
         Raises:
             ActionError: the action is invalid on this page (from :func:`resolve`; the browser
-                is not touched and the page is unchanged).
+                is not touched), or its element is gone, hidden, disabled, read-only or covered
+                in the live page, or never became actionable (the message names the cause; see
+                the module docstring). The page is unchanged.
             RuntimeError: no task was reset.
             BrowserWorldError: the page could not be restored after a crash.
         """
@@ -656,7 +749,8 @@ class BrowserWorld:
         target = resolve(task, action)
         if action.name == "send_msg_to_user":
             self._message = action.args[0]
-        self._run(lambda: self._apply(action, target), action.to_text()[:60], timeout_is_noop=True)
+        self._run(lambda: self._apply(action, target), action.to_text()[:60],
+                  on_timeout=lambda: self._not_actionable(action, target))
         if target is not None:
             self._history.append(("act", action))
         obs = self.observe()
