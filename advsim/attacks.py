@@ -29,8 +29,13 @@ the white-box, page-author view of AdvSim2Real's threat model.
 
 **External endpoint**: :class:`OpenAIAdversary` sends the reactive adversary's prompt
 (:func:`advsim.envs.reactive.adversary_messages`) to ``POST {url}/v1/chat/completions`` of any
-OpenAI-compatible server with Python's ``urllib`` (no SDK), asks for at most 256 tokens, and
-parses the reply with :func:`advsim.envs.reactive.parse_adversary_reply`.
+OpenAI-compatible server through the ``openai`` client package (typed errors, timeouts,
+retries), asks for at most 256 tokens, and parses the reply with
+:func:`advsim.envs.reactive.parse_adversary_reply`. A query whose endpoint fails still reads as
+"wait" to the episode, but it is *counted*: a dead endpoint would otherwise look like an
+adversary that never attacks, i.e. like a robust executor. Evaluation reads the counts of each
+column with :meth:`OpenAIAdversary.check`, which raises :class:`EndpointError` past
+``max_error_rate``.
 
 Source: AdvSim2Real (external frontier-model adversary; page-author threat model; the reactive
 adversary's 11 × 256 budget).
@@ -39,8 +44,7 @@ adversary's 11 × 256 budget).
 from __future__ import annotations
 
 import json
-import urllib.error
-import urllib.request
+from collections import Counter
 from decimal import Decimal, InvalidOperation
 from typing import Callable
 
@@ -213,56 +217,188 @@ def chat_completions_url(url: str) -> str:
     return u + "/v1/chat/completions"
 
 
+class EndpointError(RuntimeError):
+    """The external adversary's endpoint failed on too many queries of an evaluation column.
+
+    Attributes:
+        counts: :meth:`OpenAIAdversary.counts` of the column when it failed.
+    """
+
+    def __init__(self, message: str, counts: dict):
+        super().__init__(message)
+        self.counts = counts
+
+
+def _openai_client(base_url: str, api_key: str | None, timeout: float, max_retries: int):
+    """An ``openai.OpenAI`` client for ``base_url`` that does not retry a plain HTTP 500.
+
+    The SDK retries connection errors, timeouts, 408, 409, 429 and every 5xx (exponential
+    backoff with jitter, ``Retry-After`` honoured). A plain 500 is the server's answer to this
+    request (an OpenAI-compatible server such as vLLM answers 500 when handling the request
+    itself failed), so it is not retried unless the server sends ``x-should-retry: true``;
+    502/503/504 (proxy, overload, gateway timeout) still are. ``_should_retry`` is the SDK's
+    retry hook; were it renamed, 500s would simply be retried like other 5xx.
+    """
+    try:
+        import openai
+    except ImportError as exc:  # pragma: no cover - the ml extra installs it
+        raise ImportError("OpenAIAdversary needs the openai client package: pip install 'advsim[ml]' "
+                          "(or pip install openai)") from exc
+
+    class _Client(openai.OpenAI):
+        def _should_retry(self, response) -> bool:
+            if response.status_code == 500 and response.headers.get("x-should-retry") != "true":
+                return False
+            return super()._should_retry(response)
+
+    # the SDK insists on a key; without one the Authorization header is omitted per request
+    return _Client(base_url=base_url, api_key=api_key or "no-key", timeout=timeout, max_retries=max_retries)
+
+
 class OpenAIAdversary:
     """A reactive adversary served by any OpenAI-compatible chat endpoint.
 
     Args:
         url: server base URL (e.g. ``http://127.0.0.1:8000``) or its ``/v1`` or full endpoint.
         model: the ``model`` field of the request.
-        api_key: sent as ``Authorization: Bearer …`` when given.
+        api_key: sent as ``Authorization: Bearer …`` when given (no header otherwise; the
+            ``OPENAI_API_KEY`` environment variable is not read here).
         temperature: sampling temperature.
         max_tokens: per-query cap (never above the query's budget, 256).
-        timeout: seconds per HTTP request.
+        timeout: seconds per HTTP attempt.
+        max_retries: retries per query after the first attempt (see :func:`_openai_client` for
+            what is retried); a query counts as one endpoint error only when all attempts failed.
+        max_error_rate: :meth:`check` raises when more than this share of a column's queries
+            were endpoint errors (default 0.05).
+        max_consecutive_errors: this many endpoint errors in a row with no success in between
+            raise :class:`EndpointError` from the call itself, so a dead endpoint stops the
+            column at once instead of after every episode (None: never).
 
-    A call never raises on transport or format problems: the decision then waits and its
-    ``error`` says why (``endpoint error: …`` or the parser's message). ``n_tokens`` is the
-    server's ``usage.completion_tokens`` (0 if it reports none).
+    A call never raises on transport or format problems of a single query: the decision then
+    waits and its ``error`` says why (``endpoint error: …`` or the parser's message). Every query
+    is counted (:attr:`queries`); endpoint failures — connection refused, timeout, HTTP error
+    status, a body that is not JSON, no ``choices[0].message.content`` — in :attr:`errors` (by
+    kind in :attr:`error_kinds`); replies that arrived but did not parse as WAIT or an injection
+    (the model's fault, not the endpoint's) in :attr:`malformed`. ``n_tokens`` is the server's
+    ``usage.completion_tokens`` (0 if it reports none).
+
+    Per evaluation column: :meth:`reset_counts` before, :meth:`check` after (it returns the
+    column's counts, raises :class:`EndpointError` past ``max_error_rate``, and resets). Not
+    thread-safe: one column at a time.
     """
 
     def __init__(self, url: str, model: str, *, api_key: str | None = None, temperature: float = 1.0,
-                 max_tokens: int = MAX_QUERY_TOKENS, timeout: float = 60.0):
+                 max_tokens: int = MAX_QUERY_TOKENS, timeout: float = 60.0, max_retries: int = 2,
+                 max_error_rate: float = 0.05, max_consecutive_errors: int | None = 10):
+        if not 0.0 <= max_error_rate <= 1.0:
+            raise ValueError(f"max_error_rate must be in [0, 1], got {max_error_rate}")
+        if max_consecutive_errors is not None and max_consecutive_errors < 1:
+            raise ValueError(f"max_consecutive_errors must be >= 1 or None, got {max_consecutive_errors}")
         self.endpoint = chat_completions_url(url)
+        self.base_url = self.endpoint[: -len("/chat/completions")]
         self.model, self.api_key = model, api_key
         self.temperature, self.max_tokens, self.timeout = temperature, max_tokens, timeout
+        self.max_retries, self.max_error_rate = max_retries, max_error_rate
+        self.max_consecutive_errors = max_consecutive_errors
+        self.client = _openai_client(self.base_url, api_key, timeout, max_retries)
+        self.reset_counts()
 
+    # -- counts ----------------------------------------------------------------------------
+    def reset_counts(self) -> None:
+        """Zero the counters (the start of an evaluation column)."""
+        self.queries = 0
+        self.errors = 0
+        self.malformed = 0
+        self.error_kinds: Counter[str] = Counter()
+        self.last_error = ""
+        self._consecutive = 0
+
+    def counts(self) -> dict:
+        """The counters since :meth:`reset_counts`: ``adversary_queries``, ``endpoint_errors``,
+        ``endpoint_error_rate`` (errors / queries, 0.0 without queries), ``endpoint_error_kinds``
+        (kind → count), ``last_endpoint_error`` and ``malformed_replies``."""
+        return {"adversary_queries": self.queries, "endpoint_errors": self.errors,
+                "endpoint_error_rate": self.errors / self.queries if self.queries else 0.0,
+                "endpoint_error_kinds": dict(self.error_kinds), "last_endpoint_error": self.last_error,
+                "malformed_replies": self.malformed}
+
+    def check(self, max_error_rate: float | None = None, *, reset: bool = True) -> dict:
+        """End of a column: its :meth:`counts`, after checking the endpoint error rate.
+
+        Args:
+            max_error_rate: overrides the instance's threshold for this call.
+            reset: zero the counters afterwards (the next column starts from 0), also when raising.
+
+        Raises:
+            EndpointError: ``endpoint_error_rate`` > ``max_error_rate``; the message names the
+                endpoint, the counts and the last error, and ``exc.counts`` holds them.
+        """
+        limit = self.max_error_rate if max_error_rate is None else max_error_rate
+        c = self.counts()
+        if reset:
+            self.reset_counts()
+        if c["endpoint_errors"] and c["endpoint_error_rate"] > limit:
+            raise EndpointError(
+                f"external adversary at {self.endpoint}: {c['endpoint_errors']} of {c['adversary_queries']} "
+                f"queries failed at the endpoint ({c['endpoint_error_rate']:.0%} > max_error_rate {limit:.0%}; "
+                f"{', '.join(f'{k}: {n}' for k, n in sorted(c['endpoint_error_kinds'].items()))}; "
+                f"last: {c['last_endpoint_error']}); the column's attacked rate would count them as waits", c)
+        return c
+
+    def _failed(self, kind: str, message: str) -> tuple[str, int, str]:
+        self.errors += 1
+        self.error_kinds[kind] += 1
+        self.last_error = message
+        self._consecutive += 1
+        if self.max_consecutive_errors is not None and self._consecutive >= self.max_consecutive_errors:
+            c = self.counts()
+            raise EndpointError(f"external adversary at {self.endpoint}: {self._consecutive} endpoint errors in a "
+                                f"row (last: {message}); is the server up?", c)
+        return "", 0, message
+
+    # -- queries ---------------------------------------------------------------------------
     def complete(self, messages: list[dict[str, str]], max_tokens: int) -> tuple[str, int, str]:
-        """POST one chat completion. Returns ``(text, completion tokens, error)``."""
-        body = json.dumps({"model": self.model, "messages": messages, "max_tokens": max_tokens,
-                           "temperature": self.temperature, "n": 1, "stream": False}).encode()
-        headers = {"Content-Type": "application/json", "Accept": "application/json"}
-        if self.api_key:
-            headers["Authorization"] = f"Bearer {self.api_key}"
-        req = urllib.request.Request(self.endpoint, data=body, headers=headers, method="POST")
+        """POST one chat completion (with the client's retries). Returns ``(text, completion
+        tokens, error)``; counts the query and, if it failed, the endpoint error.
+
+        Raises:
+            EndpointError: ``max_consecutive_errors`` endpoint errors in a row.
+        """
+        import openai
+
+        self.queries += 1
+        extra = None if self.api_key else {"Authorization": openai.omit}
         try:
-            with urllib.request.urlopen(req, timeout=self.timeout) as resp:
-                payload = json.loads(resp.read().decode("utf-8"))
-        except urllib.error.HTTPError as exc:
-            return "", 0, f"endpoint error: HTTP {exc.code}"
-        except (urllib.error.URLError, TimeoutError, OSError) as exc:
-            return "", 0, f"endpoint error: {getattr(exc, 'reason', exc)}"
-        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-            return "", 0, f"endpoint error: response is not JSON ({exc})"
+            resp = self.client.chat.completions.create(
+                model=self.model, messages=messages, max_tokens=max_tokens, temperature=self.temperature,
+                n=1, stream=False, extra_headers=extra)
+        except openai.APITimeoutError:
+            return self._failed("timeout", f"endpoint error: no answer within {self.timeout} s "
+                                           f"({self.max_retries + 1} attempts)")
+        except openai.APIConnectionError as exc:
+            return self._failed("connection", f"endpoint error: cannot connect to {self.base_url} "
+                                              f"({exc.__cause__ or exc})")
+        except openai.APIStatusError as exc:
+            return self._failed(f"HTTP {exc.status_code}", f"endpoint error: HTTP {exc.status_code}")
+        except json.JSONDecodeError as exc:  # a 200 whose body is not JSON
+            return self._failed("not JSON", f"endpoint error: response is not JSON ({exc})")
+        except openai.OpenAIError as exc:  # e.g. APIResponseValidationError
+            return self._failed(type(exc).__name__, f"endpoint error: {type(exc).__name__}: {exc}")
         try:
-            text = payload["choices"][0]["message"]["content"]
-        except (KeyError, IndexError, TypeError):
-            return "", 0, "endpoint error: no choices[0].message.content in the response"
-        usage = payload.get("usage") if isinstance(payload, dict) else None
-        n = usage.get("completion_tokens", 0) if isinstance(usage, dict) else 0
-        return (text if isinstance(text, str) else ""), (n if isinstance(n, int) else 0), ""
+            text = resp.choices[0].message.content
+        except (AttributeError, IndexError, TypeError):
+            text = None
+        if not isinstance(text, str):
+            return self._failed("no content", "endpoint error: no choices[0].message.content in the response")
+        self._consecutive = 0
+        n = getattr(getattr(resp, "usage", None), "completion_tokens", 0)
+        return text, (n if isinstance(n, int) else 0), ""
 
     def __call__(self, query: AdversaryQuery) -> AdversaryDecision:
         text, n, err = self.complete(adversary_messages(query), min(self.max_tokens, query.max_tokens))
         if err:
             return AdversaryDecision(None, "", n, err)
         inj, perr = parse_adversary_reply(text)
+        if perr:
+            self.malformed += 1
         return AdversaryDecision(inj, text, n, perr)
