@@ -84,6 +84,17 @@ def bench_throughput(
     _write_json(json_out, throughput.run())
 
 
+@bench_app.command("parser")
+def bench_parser(
+    repeats: int = typer.Option(5, min=1, help="runs per input size (the best counts)"),
+    json_out: Optional[Path] = typer.Option(None, "--json", help="also write the numbers as JSON"),
+) -> None:
+    """Action-parser time on adversarial inputs of 25k-200k characters (linear growth check)."""
+    from advsim.bench import parser
+
+    _write_json(json_out, parser.run(repeats=repeats))
+
+
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
 

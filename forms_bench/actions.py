@@ -3,8 +3,8 @@
 Each action is a plain function below whose signature and docstring are the single source of
 truth (the way BrowserGym's ``HighLevelActionSet`` documents its actions). The functions are
 never called to act on a page: a world applies a parsed :class:`Action` itself. Text from a
-model is parsed with :mod:`ast` and :mod:`tokenize` only — never ``exec``/``eval`` — so a string
-like ``__import__('os').system('…')`` is just a parse error.
+model is parsed with :mod:`ast` and a linear bracket scanner only — never ``exec``/``eval`` —
+so a string like ``__import__('os').system('…')`` is just a parse error.
 
 The same call syntax serves the evidence-ledger tool world (``get_charge(charge_id='C2')``):
 :func:`parse_call` is the generic parser, :func:`parse_action` the web-action one.
@@ -13,10 +13,9 @@ The same call syntax serves the evidence-ledger tool world (``get_charge(charge_
 from __future__ import annotations
 
 import ast
+import functools
 import inspect
-import io
 import re
-import tokenize
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence
 
@@ -179,56 +178,150 @@ class ActionParseError(ValueError):
 
 
 _IDENT = re.compile(r"\b([A-Za-z_][A-Za-z0-9_]*)\s*\(")
+_SPECIAL = re.compile(r"[()\[\]{}'\"#\\\n\r]")
+"""The only characters bracket matching looks at: brackets, quotes, ``#``, backslash, line ends."""
+_FAIL = -1
+
+
+@functools.lru_cache(maxsize=64)
+def _calls_re(names: tuple[str, ...]) -> re.Pattern:
+    """``name(`` for one of ``names``, as a whole identifier (what :data:`_IDENT` finds)."""
+    alts = "|".join(re.escape(n) for n in sorted(names, key=len, reverse=True))
+    return re.compile(rf"\b({alts})\s*\(")
 
 
 def _call_spans(text: str, names: Sequence[str]) -> list[tuple[int, int]]:
     """Spans ``(start, end)`` of balanced ``name(...)`` calls to known names, left to right.
 
-    Parenthesis depth is tracked with :mod:`tokenize`, so parentheses inside string literals do
-    not count. Linear in the length of the text.
+    A candidate is a known identifier followed by ``(``; from that parenthesis on the text is
+    read as Python code (:func:`_bracket_closes`), so brackets inside string literals and
+    comments do not count. A candidate that never balances is skipped and the next one is
+    tried; a call nested inside an accepted one is part of it, not a second call.
+
+    Linear in the length of the text: one right-to-left pass finds the matching bracket of
+    every candidate at once, however many of them fail (``"fill(" * 40_000`` included).
+
+    Args:
+        text: any string.
+        names: the known call names.
+
+    Returns:
+        ``[(start, end), ...]`` where ``text[start:end]`` is ``name(...)`` up to and including
+        its closing bracket.
     """
+    if not names:
+        return []
+    calls = _calls_re(tuple(names))
+    first = calls.search(text)
+    if first is None:
+        return []
+    pos, close = _bracket_closes(text, first.end() - 1)
     spans: list[tuple[int, int]] = []
-    pos = 0
-    known = set(names)
-    while True:
-        m = _IDENT.search(text, pos)
-        if m is None:
-            return spans
-        if m.group(1) not in known:
-            pos = m.end(1)
-            continue
-        start = m.start(1)
-        end = _balanced_end(text, m.end() - 1)
-        if end is None:
-            pos = m.end()
-            continue
-        spans.append((start, end))
-        pos = end
+    after = k = 0
+    for m in calls.finditer(text, first.start()):
+        start, paren = m.start(1), m.end() - 1
+        while pos[k] < paren:  # the event of this parenthesis (events and candidates increase)
+            k += 1
+        j = close[k + 1]
+        if start >= after and j != _FAIL:  # not inside an accepted call, and balanced
+            after = pos[j] + 1
+            spans.append((start, after))
+    return spans
 
 
-def _balanced_end(text: str, open_paren: int) -> int | None:
-    """Index just past the ``)`` matching the ``(`` at ``open_paren``, or None if unbalanced."""
-    sub = text[open_paren:]
-    # tokenize works line by line; keep absolute offsets per line.
-    line_starts = [0]
-    for i, ch in enumerate(sub):
-        if ch == "\n":
-            line_starts.append(i + 1)
-    depth = 0
-    try:
-        for tok in tokenize.generate_tokens(io.StringIO(sub).readline):
-            if tok.type == tokenize.OP and tok.string in "([{":
-                depth += 1
-            elif tok.type == tokenize.OP and tok.string in ")]}":
-                depth -= 1
-                if depth == 0:
-                    row, col = tok.end
-                    return open_paren + line_starts[row - 1] + col
-            elif tok.type in (tokenize.ENDMARKER,):
-                return None
-    except (tokenize.TokenError, IndentationError, SyntaxError, ValueError):
-        return None
-    return None
+def _bracket_closes(text: str, start: int = 0) -> tuple[list[int], list[int]]:
+    """Matching closing brackets of ``text[start:]`` read as Python code, from every point at once.
+
+    Only the characters of :data:`_SPECIAL` are looked at: event ``k`` is ``text[pos[k]]``.
+    Read as code, the way :mod:`tokenize` reads it: ``([{`` open a level and ``)]}`` close one
+    (any kind closes any kind); ``#`` skips to the end of the line (``\\n`` or ``\\r``); a quote
+    starts a string literal that ends at the next unescaped same quote (a triple quote at the
+    next unescaped triple, across lines); a backslash escapes the next character (a newline
+    too: a continued literal). A single-quoted literal that meets an unescaped newline is no
+    literal: on its first line the quote is a stray character and reading goes on right after
+    it; on a continuation line the rest of that line is skipped. An unterminated triple-quoted
+    or continued literal, or the end of the text with levels still open, means no match.
+
+    Args:
+        text: any string.
+        start: where the events begin (text before it is never read).
+
+    Returns:
+        ``(pos, close)``: ``pos`` (length m) the text index of each event, increasing;
+        ``close`` (length m + 3): ``close[k]`` is the event of the first closing bracket,
+        reading as code from event ``k``, at which the depth drops below the depth at ``k``, or
+        ``-1`` if there is none. So the bracket at event ``k`` is closed by event ``close[k + 1]``.
+
+    Every quantity at event ``k`` depends only on later events, so one right-to-left pass
+    computes them all: O(len(text)) time, and memory for three lists of the events.
+    """
+    chars: list[str] = _SPECIAL.findall(text, start)
+    pos: list[int] = [m.start() for m in _SPECIAL.finditer(text, start)]
+    n = len(pos)
+    fail = _FAIL
+    # close[k]: reading as code from event k, the event of the first closing bracket at which
+    # the depth drops below the depth at k, or -1. The bracket at event k closes at close[k + 1].
+    close = [fail] * (n + 3)
+    # Where the content of a literal starting at an event stops, as a tuple (sq1, sq2, tq1, tq2):
+    # for '…' / "…" the event of its closing quote, of the unescaped newline that ends it, or n
+    # (end of text); for '''…''' / """…""" the event of the first quote of its closing triple,
+    # or -1 (unterminated). Only the values at events k+1, k+2, k+3 are ever read: h1, h2, h3.
+    h1 = h2 = h3 = (n, n, fail, fail)
+    nl = eol = n  # first "\n" event, first "\n" or "\r" event (a comment's end) after k
+    for k in range(n - 1, -1, -1):
+        c = chars[k]
+        if c in ")]}":
+            close[k] = k
+            h0 = h1
+        elif c in "([{":
+            j = close[k + 1]
+            if j != fail:
+                close[k] = close[j + 1]
+            h0 = h1
+        elif c == "'" or c == '"':
+            p = pos[k]
+            triple = text[p + 1:p + 3] == c + c  # events k+1 and k+2 are the same quote
+            sq1, sq2, tq1, tq2 = h1
+            if c == "'":
+                e = h3[2] if triple else sq1
+                h0 = (k, sq2, k if triple else tq1, tq2)
+            else:
+                e = h3[3] if triple else sq2
+                h0 = (sq1, k, tq1, k if triple else tq2)
+            if triple:
+                if e != fail:
+                    close[k] = close[e + 3]
+            elif e < n and chars[e] == c:  # a closed literal
+                close[k] = close[e + 1]
+            elif nl >= e:  # unterminated on its own line: a stray quote
+                close[k] = close[k + 1]
+            elif e != n:  # a continued literal, unterminated on a later line: skip that line
+                close[k] = close[e + 1]
+        elif c == "#":
+            close[k] = close[eol]
+            h0 = h1
+        elif c == "\\":
+            p = pos[k]
+            escaped = text[p + 1:p + 2]
+            if escaped == "\r" and text[p + 2:p + 3] == "\n":
+                h0 = h3  # skip an escaped \r\n (events k+1, k+2)
+            elif escaped and _SPECIAL.match(escaped):
+                h0 = h2  # skip the escaped event k+1
+            else:
+                h0 = h1
+            close[k] = close[k + 1]
+        elif c == "\n":
+            h0 = (k, k, h1[2], h1[3])
+            close[k] = close[k + 1]
+            nl = eol = k
+        else:  # "\r": ends a comment, nothing else
+            h0 = h1
+            close[k] = close[k + 1]
+            eol = k
+        h3 = h2
+        h2 = h1
+        h1 = h0
+    return pos, close
 
 
 def _literal(node: ast.AST, where: str) -> Any:
