@@ -6,6 +6,7 @@ from typing import Any, Callable, Sequence
 
 import gymnasium as gym
 
+from advsim.envs.checks import integer, not_running, positive_int
 from advsim.envs.spaces import Unicode
 from forms_bench import STRATA, Task, generate, load
 from forms_bench.actions import ActionParseError, parse_action
@@ -18,6 +19,8 @@ from worlds.web.world import ActionError, EpisodeRecord, WebWorld
 MAX_TEXT = 200_000
 
 Judge = Callable[[Task, EpisodeRecord], Verdict]
+_WORLD_METHODS = ("reset", "step", "inject", "clear_injections", "observe", "record", "close")
+"""The :class:`~worlds.web.world.WebWorld` methods a ``web_world`` must have."""
 
 
 class WebFormsEnv(gym.Env):
@@ -49,15 +52,28 @@ class WebFormsEnv(gym.Env):
     (:func:`judges.render_gate.render_gate`); a rejected rendering is removed again. At most one
     accepted injection per episode.
 
+    After an episode ends (either flag), ``step`` and ``inject`` raise
+    :class:`~advsim.envs.checks.EpisodeNotRunningError` (a RuntimeError) and change nothing,
+    as they do before the first ``reset``.
+
     Args:
         world: ``"sim"`` (SimWebWorld) or ``"browser"`` (Playwright + Chromium); or pass an
             object implementing :class:`worlds.web.world.WebWorld` as ``web_world``.
         split: ``"test"`` (the frozen 150 tasks) or ``"train"`` (generated pools).
-        tasks: explicit task list (overrides ``split``).
-        judge: callable ``(task, record) -> Verdict``.
-        max_steps: action budget per episode.
-        train_seed, train_per_stratum: the generated training pool when ``split="train"``.
+        tasks: explicit, non-empty sequence of :class:`forms_bench.Task` (overrides ``split``;
+            to play a task by id use ``reset(options={"task_id": ...})``).
+        judge: callable ``(task, record) -> Verdict`` (default: the strict check).
+        max_steps: action budget per episode, an int >= 1.
+        train_seed, train_per_stratum: the generated training pool when ``split="train"``
+            (an int, and an int >= 1).
         render_mode: ``"ansi"`` returns the page text from :meth:`render`.
+        browser_options: keyword arguments of :class:`worlds.web.browser.BrowserWorld`
+            (``world="browser"`` only).
+
+    Raises:
+        TypeError: an argument of the wrong type (``judge='strict'``, ``max_steps='5'``,
+            ``tasks=['some-id']``, a ``web_world`` without the WebWorld methods, …).
+        ValueError: an argument out of range (``max_steps=0``, an unknown ``world``, no tasks, …).
     """
 
     metadata = {"render_modes": ["ansi"], "render_fps": 1}
@@ -72,7 +88,29 @@ class WebFormsEnv(gym.Env):
             raise ValueError(f"split must be 'test' or 'train', got {split!r}")
         if render_mode not in (None, "ansi"):
             raise ValueError(f"render_mode must be None or 'ansi', got {render_mode!r}")
+        if judge is not None and not callable(judge):
+            raise TypeError(f"judge must be a callable (task, record) -> Verdict or None, "
+                            f"got {type(judge).__name__} {judge!r}")
+        max_steps = positive_int("max_steps", max_steps)
+        train_seed = integer("train_seed", train_seed)
+        train_per_stratum = positive_int("train_per_stratum", train_per_stratum)
+        if browser_options is not None:
+            if not isinstance(browser_options, dict):
+                raise TypeError(f"browser_options must be a dict, got {type(browser_options).__name__}")
+            if world != "browser" or web_world is not None:
+                raise ValueError("browser_options only apply to world='browser' (without web_world)")
+        if web_world is not None:
+            missing = [m for m in _WORLD_METHODS if not callable(getattr(web_world, m, None))]
+            if missing:
+                raise TypeError(f"web_world must implement worlds.web.world.WebWorld; "
+                                f"{type(web_world).__name__} lacks {', '.join(missing)}")
         if tasks is not None:
+            if isinstance(tasks, (str, bytes, Task)) or not isinstance(tasks, Sequence):
+                raise TypeError(f"tasks must be a sequence of forms_bench.Task, got {type(tasks).__name__}")
+            for i, t in enumerate(tasks):
+                if not isinstance(t, Task):
+                    raise TypeError(f"tasks[{i}] must be a forms_bench.Task, got {type(t).__name__} {t!r:.60}"
+                                    " (to play a task by id: reset(options={'task_id': ...}))")
             self.tasks = list(tasks)
         elif split == "test":
             self.tasks = load("test")
@@ -98,6 +136,7 @@ class WebFormsEnv(gym.Env):
         })
         self.action_space = Unicode(MAX_TEXT)
         self.task: Task | None = None
+        self._started = False
         self._page = ""
         self._error = ""
         self._steps = 0
@@ -137,6 +176,8 @@ class WebFormsEnv(gym.Env):
         super().reset(seed=seed)
         options = options or {}
         if "task" in options:
+            if not isinstance(options["task"], Task):
+                raise TypeError(f"options['task'] must be a forms_bench.Task, got {type(options['task']).__name__}")
             self.task = options["task"]
         elif "task_id" in options:
             if options["task_id"] not in self._by_id:
@@ -144,7 +185,7 @@ class WebFormsEnv(gym.Env):
             self.task = self._by_id[options["task_id"]]
         else:
             self.task = self.tasks[int(self.np_random.integers(len(self.tasks)))]
-        self._steps, self._error, self._done = 0, "", False
+        self._steps, self._error, self._done, self._started = 0, "", False, True
         self._pending = self._accepted = None
         self._rejected = []
         self._page = self.world.reset(self.task)
@@ -155,14 +196,25 @@ class WebFormsEnv(gym.Env):
     def inject(self, injection: Injection | dict) -> bool:
         """Schedule α for rendering at transition d (immediately if d equals the current step).
 
+        At most one injection per episode: a second one is refused (``False``, nothing changes)
+        while the first is still pending (scheduled for a later transition) or once one was
+        accepted; it is allowed again only after a pending one was rejected by the gate.
+
+        Args:
+            injection: an :class:`~forms_bench.injection.Injection` or a dict of its fields.
+
         Returns:
-            False if an injection was already accepted this episode, or d already passed;
-            True when scheduled (acceptance by the gate shows in ``info["injected"]``).
+            True when scheduled (acceptance by the gate shows in ``info["injected"]``); False if
+            an injection is pending or was accepted this episode, or d already passed.
+
+        Raises:
+            EpisodeNotRunningError: before ``reset`` or after the episode ended (either flag).
+            pydantic.ValidationError: a dict that is not a valid Injection.
         """
         if self.task is None or self._done:
-            raise RuntimeError("inject() needs a running episode; call reset() first")
+            raise not_running("inject", self._started)
         inj = injection if isinstance(injection, Injection) else Injection.model_validate(injection)
-        if self._accepted is not None or inj.transition < self._steps:
+        if self._accepted is not None or self._pending is not None or inj.transition < self._steps:
             return False
         self._pending = inj
         self._rejected = []
@@ -170,8 +222,13 @@ class WebFormsEnv(gym.Env):
         return True
 
     def step(self, action: str):
+        """Take one action (text); returns the Gymnasium 5-tuple.
+
+        Raises:
+            EpisodeNotRunningError: before ``reset`` or after the episode ended (either flag).
+        """
         if self.task is None or self._done:
-            raise RuntimeError("step() called on a finished episode; call reset() first")
+            raise not_running("step", self._started)
         self._steps += 1
         self._error = ""
         parsed_text = None

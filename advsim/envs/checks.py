@@ -1,0 +1,55 @@
+"""Argument checks and the episode-state error shared by both environments.
+
+Both ``advsim/WebForms-v0`` and ``advsim/EvidenceLedger-v0`` check their constructor arguments
+here (so ``gym.make(..., max_steps='5')`` fails at construction with a message naming the
+argument, not at the first ``step``), and both raise :class:`EpisodeNotRunningError` from
+``step`` and ``inject`` when no episode is running — before the first ``reset`` or after an
+episode ended by either flag (``terminated`` or ``truncated``) — without changing anything.
+"""
+
+from __future__ import annotations
+
+import numbers
+from typing import Any
+
+
+class EpisodeNotRunningError(RuntimeError):
+    """``step()`` or ``inject()`` with no running episode (never reset, or it has ended).
+
+    The environment's state is unchanged; call ``reset()`` to start a new episode.
+    """
+
+
+def not_running(method: str, started: bool) -> EpisodeNotRunningError:
+    """The error for ``method`` (``"step"`` or ``"inject"``): the same text in both envs.
+
+    Args:
+        method: the method that was called.
+        started: whether an episode was ever started (else: called before ``reset()``).
+    """
+    if started:
+        return EpisodeNotRunningError(
+            f"{method}() called on a finished episode (it ended: terminated or truncated); "
+            "call reset() first")
+    return EpisodeNotRunningError(f"{method}() called before reset(); call reset() first")
+
+
+def positive_int(name: str, value: Any) -> int:
+    """``value`` as an ``int`` >= 1.
+
+    Raises:
+        TypeError: not an integer (``'5'``, ``5.0``, ``True`` are not).
+        ValueError: an integer below 1.
+    """
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise TypeError(f"{name} must be a positive int, got {type(value).__name__} {value!r}")
+    if value < 1:
+        raise ValueError(f"{name} must be a positive int (>= 1), got {value!r}")
+    return int(value)
+
+
+def integer(name: str, value: Any) -> int:
+    """``value`` as an ``int`` (any sign). Raises TypeError for a non-integer or a bool."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise TypeError(f"{name} must be an int, got {type(value).__name__} {value!r}")
+    return int(value)
