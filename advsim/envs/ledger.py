@@ -12,6 +12,7 @@ from typing import Any, Optional
 import gymnasium as gym
 from gymnasium import spaces
 
+from advsim.envs.checks import not_running, positive_int
 from forms_bench.actions import MAX_CALL_CHARS
 from worlds.ledger.evaluator import EpisodeResult, evaluate
 from worlds.ledger.schema import Case, Suite
@@ -64,7 +65,9 @@ class EvidenceLedgerEnv(gym.Env):
 
     **Termination** — ``terminated`` after ``final_answer(...)`` or an accepted ``decide(...)``;
     ``truncated`` after ``max_steps`` steps (default 40; the episode is then scored, and fails
-    with ``NO_FINAL_ANSWER``).
+    with ``NO_FINAL_ANSWER``). After either flag, ``step`` and ``inject`` raise
+    :class:`~advsim.envs.checks.EpisodeNotRunningError` (a RuntimeError, the same error as
+    WebForms-v0 and as before the first ``reset``) and nothing changes.
 
     **info** — ``case_id``, ``protocol``, ``domain``, ``step``, ``tool`` and ``tool_kind`` of the
     last call, ``executed`` (a consequential call changed the world), ``ecs`` (None until the
@@ -79,7 +82,8 @@ class EvidenceLedgerEnv(gym.Env):
 
     Args:
         case_ids: restrict episodes to these cases; ``protocol``/``domain``: filter the pool.
-        max_steps: step limit (truncation). suite_path: another suite file (checksum verified).
+        max_steps: step limit (truncation), an int >= 1 (TypeError / ValueError otherwise).
+        suite_path: another suite file (checksum verified).
         render_mode: None or ``"ansi"``.
 
     ``reset(seed=…, options={"case_id": "V1-cust-001"})`` plays that case; without a case id
@@ -104,9 +108,7 @@ class EvidenceLedgerEnv(gym.Env):
             raise ValueError("no case matches the given case_ids/protocol/domain")
         self._pool = pool
         self._by_id = {c.id: c for c in self.suite.cases}
-        if max_steps < 1:
-            raise ValueError("max_steps must be at least 1")
-        self.max_steps = int(max_steps)
+        self.max_steps = positive_int("max_steps", max_steps)
         self.render_mode = render_mode
         text = lambda n: spaces.Text(n, min_length=0, charset=CHARSET)  # noqa: E731
         self.observation_space = spaces.Dict({
@@ -121,6 +123,7 @@ class EvidenceLedgerEnv(gym.Env):
         self._context = ""
         self._obs: dict[str, str] = {}
         self._injection: Optional[dict] = None
+        self._done = False  # the running episode ended (terminated or truncated)
 
     # ------------------------------------------------------------------ gym API
     def reset(self, *, seed: Optional[int] = None, options: Optional[dict] = None):
@@ -136,15 +139,21 @@ class EvidenceLedgerEnv(gym.Env):
         self.world = ToolWorld(self.case, self.suite.tools, self.suite.entity_types)
         self.result = None
         self._injection = None
+        self._done = False
         self._context = to_charset(self.case.context + "\n\nTools:\n" + self.world.tools_prompt(),
                                    MAX_CONTEXT_CHARS)
         self._obs = {"context": self._context, "tool_result": "", "last_action_error": ""}
         return dict(self._obs), self._info(None)
 
     def step(self, action: Any):
-        """Run one action (any value; never raises for a bad action). Returns the Gymnasium 5-tuple."""
-        if self.world is None:
-            raise RuntimeError("call reset() before step()")
+        """Run one action (any value; never raises for a bad action). Returns the Gymnasium 5-tuple.
+
+        Raises:
+            EpisodeNotRunningError: before ``reset`` or after the episode ended (either flag);
+                nothing is run or changed.
+        """
+        if self.world is None or self._done:
+            raise not_running("step", self.world is not None)
         rec = self.world.step(action)
         if self._injection is not None and self._injection["rendered_at_step"] is None and rec.result:
             inj = self._injection
@@ -154,7 +163,8 @@ class EvidenceLedgerEnv(gym.Env):
         terminated = self.world.done
         truncated = not terminated and len(self.world.log) >= self.max_steps
         reward = 0.0
-        if (terminated or truncated) and self.result is None:
+        if terminated or truncated:
+            self._done = True
             self.result = evaluate(self.case, self.world.log, self.suite.tools, self.world.ledger)
             reward = float(self.result.ecs)
         self._obs = {"context": self._context,
@@ -194,11 +204,12 @@ class EvidenceLedgerEnv(gym.Env):
             shows the text.
 
         Raises:
-            RuntimeError: before ``reset`` or when an injection was already accepted this episode.
+            EpisodeNotRunningError: before ``reset`` or after the episode ended (either flag).
+            RuntimeError: an injection was already accepted this episode.
             ValueError: Legacy cases (no tool results), unknown record, or a non-free-text field.
         """
-        if self.world is None or self.case is None:
-            raise RuntimeError("call reset() before inject()")
+        if self.world is None or self.case is None or self._done:
+            raise not_running("inject", self.world is not None)
         if self._injection is not None:
             raise RuntimeError("an injection was already accepted in this episode (at most one)")
         if not isinstance(text, str):
