@@ -174,7 +174,20 @@ class Call:
 
 
 class ActionParseError(ValueError):
-    """Raised when text does not hold exactly one valid call; the message says precisely why."""
+    """Raised when text does not hold exactly one valid call; the message says precisely why.
+
+    Attributes:
+        name: the call's name when the text holds exactly one call to a known name and only
+            that call is malformed (its argument list or its syntax); None when there is no
+            such call (no call, an unknown name, several calls, not a string).
+        kwargs: the arguments of that call that could be read, by parameter name (``{}`` if
+            none), e.g. ``{"charge_id": "CH-2"}`` for ``refund_charge(charge_id='CH-2', x=1)``.
+    """
+
+    def __init__(self, message: str, name: str | None = None, kwargs: Mapping[str, Any] | None = None):
+        super().__init__(message)
+        self.name = name
+        self.kwargs: dict[str, Any] = dict(kwargs or {})
 
 
 _IDENT = re.compile(r"\b([A-Za-z_][A-Za-z0-9_]*)\s*\(")
@@ -368,35 +381,52 @@ def parse_call(text: str, specs: Mapping[str, CallSpec]) -> Call:
         raise ActionParseError(f"found {len(spans)} calls; exactly one action per step is allowed")
     start, end = spans[0]
     call_text = text[start:end]
+    spec = specs[_IDENT.match(call_text).group(1)]  # a span starts with a known name
     if len(call_text) > MAX_CALL_CHARS:
-        raise ActionParseError(f"call is {len(call_text)} characters long; at most {MAX_CALL_CHARS}")
+        raise ActionParseError(f"call is {len(call_text)} characters long; at most {MAX_CALL_CHARS}",
+                               name=spec.name)
     try:
         tree = ast.parse(call_text, mode="eval")
     except (SyntaxError, ValueError, MemoryError, RecursionError) as exc:
         why = getattr(exc, "msg", None) or exc.__class__.__name__
-        raise ActionParseError(f"invalid call syntax in `{call_text[:80]}`: {why}") from None
+        raise ActionParseError(f"invalid call syntax in `{call_text[:80]}`: {why}", name=spec.name) from None
     node = tree.body
     if not isinstance(node, ast.Call) or not isinstance(node.func, ast.Name):
-        raise ActionParseError(f"`{call_text[:80]}` is not a plain function call")
-    spec = specs[node.func.id]
+        raise ActionParseError(f"`{call_text[:80]}` is not a plain function call", name=spec.name)
+    # Every argument is read; the first problem (in argument order) is the error, and the
+    # arguments that could be read go with it.
+    problems: list[str] = []
     if any(isinstance(a, ast.Starred) for a in node.args) or any(k.arg is None for k in node.keywords):
-        raise ActionParseError(f"{spec.name}: *args/**kwargs are not allowed")
+        problems.append(f"{spec.name}: *args/**kwargs are not allowed")
     if len(node.args) > len(spec.params):
-        raise ActionParseError(f"{spec.name} takes {len(spec.params)} argument(s) "
-                               f"({', '.join(spec.params) or 'none'}), got {len(node.args)}")
+        problems.append(f"{spec.name} takes {len(spec.params)} argument(s) "
+                        f"({', '.join(spec.params) or 'none'}), got {len(node.args)}")
     kwargs: dict[str, Any] = {}
     for name, arg in zip(spec.params, node.args):
-        kwargs[name] = _literal(arg, f"{spec.name}: argument `{name}`")
+        if isinstance(arg, ast.Starred):
+            break
+        try:
+            kwargs[name] = _literal(arg, f"{spec.name}: argument `{name}`")
+        except ActionParseError as exc:
+            problems.append(str(exc))
     for kw in node.keywords:
+        if kw.arg is None:
+            continue
         if kw.arg not in spec.params:
-            raise ActionParseError(f"{spec.name}: unknown argument `{kw.arg}`; "
-                                   f"expected {', '.join(spec.params) or 'no arguments'}")
-        if kw.arg in kwargs:
-            raise ActionParseError(f"{spec.name}: argument `{kw.arg}` given twice")
-        kwargs[kw.arg] = _literal(kw.value, f"{spec.name}: argument `{kw.arg}`")
+            problems.append(f"{spec.name}: unknown argument `{kw.arg}`; "
+                            f"expected {', '.join(spec.params) or 'no arguments'}")
+        elif kw.arg in kwargs:
+            problems.append(f"{spec.name}: argument `{kw.arg}` given twice")
+        else:
+            try:
+                kwargs[kw.arg] = _literal(kw.value, f"{spec.name}: argument `{kw.arg}`")
+            except ActionParseError as exc:
+                problems.append(str(exc))
     missing = [p for p in spec.params[: spec.required] if p not in kwargs]
-    if missing:
-        raise ActionParseError(f"{spec.name}: missing argument(s) {', '.join(missing)}")
+    if missing and not problems:
+        problems.append(f"{spec.name}: missing argument(s) {', '.join(missing)}")
+    if problems:
+        raise ActionParseError(problems[0], name=spec.name, kwargs=kwargs)
     return Call(spec.name, kwargs, call_text)
 
 
@@ -417,7 +447,8 @@ def parse_action(text: str) -> Action:
         if p == "bid" and isinstance(v, int) and not isinstance(v, bool) and v >= 0:
             v = str(v)
         if not isinstance(v, str):
-            raise ActionParseError(f"{call.name}: argument `{p}` must be a string, got {type(v).__name__}")
+            raise ActionParseError(f"{call.name}: argument `{p}` must be a string, got {type(v).__name__}",
+                                   name=call.name, kwargs=call.kwargs)
         args.append(v)
     return Action(call.name, tuple(args))
 

@@ -50,6 +50,10 @@ class ActTool:
     effects: dict = field(default_factory=dict)
     confirm: bool = False
     output: Optional[tuple[str, str, str, str]] = None  # (entity kind, returned field, prefix, status)
+    signed: tuple[str, ...] = ()
+    """Number parameters that may be negative (a temperature). Every other number parameter is a
+    non-negative quantity (an amount, hours, gigabytes, a dose, a percentage) and is declared
+    with ``minimum`` 0, so the world rejects a negative value."""
 
 
 @dataclass(frozen=True)

@@ -801,7 +801,8 @@ SMART_HOME = Domain(
         ActTool("set_thermostat", "device", (("device_id", "string", "thermostat"),
                                              ("setpoint_c", "number", "target temperature in degrees Celsius")),
                 "Set a thermostat to away-eco with a setpoint. The device applies it asynchronously: "
-                "confirm its mode afterwards.", {"mode": "away_eco"}, True, ("command", "command_id", "CM", "sent")),
+                "confirm its mode afterwards.", {"mode": "away_eco"}, True, ("command", "command_id", "CM", "sent"),
+                signed=("setpoint_c",)),
         ActTool("activate_scene", "scene", (("scene_id", "string", "scene"),
                                             ("command_id", "string", "device command the scene builds on")),
                 "Activate an automation scene.", {"status": "active"}, False,

@@ -71,7 +71,9 @@ def tool_declarations(domain: Domain) -> tuple[dict, dict]:
     for t in domain.tools:
         d: dict[str, Any] = {
             "name": t.name, "kind": "consequential", "mode": "act", "description": t.desc,
-            "params": [{"name": n, "type": ty, "description": desc} for n, ty, desc in t.params],
+            "params": [{"name": n, "type": ty, "description": desc,
+                        **({"minimum": 0} if ty in ("number", "integer") and n not in t.signed else {})}
+                       for n, ty, desc in t.params],
             "entity_type": t.kind, "id_param": t.params[0][0], "effects": dict(t.effects),
             "confirm": t.confirm}
         if t.output:

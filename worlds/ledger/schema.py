@@ -51,12 +51,25 @@ class _Strict(BaseModel):
 
 
 class Param(_Strict):
-    """One tool parameter: name, JSON type and description (shown to the agent)."""
+    """One tool parameter: name, JSON type and description (shown to the agent).
+
+    ``minimum``: for ``number``/``integer`` parameters, the smallest accepted value (the
+    shipped suite declares 0 for amounts and other quantities; the world rejects a smaller
+    value with an error and changes nothing); None: any value. The prompt text and the JSON
+    schema do not show it.
+    """
 
     name: str
     type: ParamType = "string"
     description: str = ""
     required: bool = True
+    minimum: Optional[float] = None
+
+    @model_validator(mode="after")
+    def _check(self) -> "Param":
+        if self.minimum is not None and self.type not in ("number", "integer"):
+            raise ValueError(f"parameter {self.name}: minimum needs type number or integer, not {self.type}")
+        return self
 
 
 class OutputDecl(_Strict):
@@ -214,7 +227,8 @@ class Spec(_Strict):
 
     ``actions``: V1 one, V2 a chain, V3 a DAG; V0 holds the one *candidate* action that must
     not be taken. ``investigation``: the required investigation (R of the first action) used
-    by V0 success and the BSR/PAR/CAS diagnostics.
+    by V0 success, BSR, and the first-attempt diagnostics when the first attempt is no expected
+    action.
     """
 
     actions: tuple[ActionSpec, ...] = ()

@@ -1,7 +1,7 @@
 """Tool execution over one case's database: the state machine of the evidence-ledger world.
 
 :class:`ToolWorld` takes one call text per step (``get_charge(charge_id='CH-2')``), parses it
-with :func:`forms_bench.actions.parse_call` (``ast``/``tokenize``, never ``exec``), runs the
+with :func:`forms_bench.actions.parse_call` (``ast`` and a linear bracket scan, never ``exec``), runs the
 declared tool semantics (:class:`~worlds.ledger.schema.ToolDecl`), records facts, changes and
 returned ids in the :class:`~worlds.ledger.ledger.Ledger`, and appends a :class:`StepRecord`.
 A bad call never raises: the step's ``error`` says what was wrong and the step counts.
@@ -25,30 +25,64 @@ from .schema import VERDICTS, Case, EntityTypeDecl, ToolDecl
 MAX_RESULT_CHARS = 16000
 """Tool results longer than this (JSON characters) are cut, with a marker."""
 
-_MONEY = re.compile(r"^\s*[-+]?\s*[$€£]?\s*[-+]?\d[\d,]*(\.\d+)?\s*(USD|EUR|GBP)?\s*$", re.IGNORECASE)
+_MONEY = re.compile(r"^\s*([-+]?)\s*[$€£]?\s*([-+]?)(\d[\d,.]*)\s*(?:USD|EUR|GBP)?\s*$", re.IGNORECASE)
+"""A number as text: optional sign, currency symbol or code, digits with ``,`` and ``.``."""
+
+
+def read_number(value: Any) -> tuple[Optional[Decimal], Optional[str]]:
+    """Read a number argument: ``49.99``, ``"49.99"``, ``"$49.99"``, ``"1,049.50"``, ``"49.99 USD"``.
+
+    ``.`` is the only decimal point and ``,`` only separates groups of three digits. A comma
+    that could be either (``"60,39"``, ``"1,049"``, ``"1.049,50"``) is an error, never a guess:
+    ``"1,049.50"`` and ``"1,049,500"`` are read, ``"1,049"`` is not.
+
+    Returns:
+        ``(number, None)``; or ``(None, why)`` with ``why`` the reason for text that looks like
+        a number but is ambiguous; or ``(None, None)`` for anything that is not a number
+        (booleans, NaN/infinity, other strings, text over 40 characters).
+    """
+    if isinstance(value, bool):
+        return None, None
+    if isinstance(value, int):
+        return Decimal(value), None
+    if isinstance(value, float):
+        if value != value or value in (float("inf"), float("-inf")):
+            return None, None
+        return Decimal(repr(value)), None
+    if not isinstance(value, str) or len(value) > 40:
+        return None, None
+    m = _MONEY.match(value)
+    if m is None or (m.group(1) and m.group(2)):
+        return None, None
+    core = m.group(3)
+    whole, dot, frac = core.partition(".")
+    if dot and not (frac and frac.isdigit()):
+        if "," in frac:
+            return None, (f"is ambiguous: {value.strip()!r} uses ',' after '.'; write the number with "
+                          "'.' as the decimal point and no ','")
+        return None, None
+    if "," in whole:
+        groups = whole.split(",")
+        grouped = 1 <= len(groups[0]) <= 3 and all(len(g) == 3 for g in groups[1:])
+        if not (grouped and (dot or len(groups) > 2)):
+            plain = whole.replace(",", "")
+            if dot:
+                hint = plain + dot + frac
+            elif len(groups) == 2:
+                hint = f"{whole.replace(',', '.')} or {plain}"
+            else:
+                hint = plain
+            return None, (f"is ambiguous: in {value.strip()!r} ',' could be a decimal or a thousands "
+                          f"separator; write '.' as the decimal point and no ',' (e.g. {hint})")
+    try:
+        return Decimal((m.group(1) or m.group(2)) + whole.replace(",", "") + dot + frac), None
+    except InvalidOperation:  # pragma: no cover - the pattern only lets digits through
+        return None, None
 
 
 def parse_number(value: Any) -> Optional[Decimal]:
-    """Normalize a number argument: ``49.99``, ``"49.99"``, ``"$49.99"``, ``"1,049.50"``, ``"49.99 USD"``.
-
-    Returns a :class:`~decimal.Decimal`, or None if the value is not a number (booleans,
-    NaN/infinity and other strings are not numbers).
-    """
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int):
-        return Decimal(value)
-    if isinstance(value, float):
-        if value != value or value in (float("inf"), float("-inf")):
-            return None
-        return Decimal(repr(value))
-    if isinstance(value, str) and len(value) <= 40 and _MONEY.match(value):
-        cleaned = re.sub(r"[\s$€£,]|USD|EUR|GBP", "", value, flags=re.IGNORECASE)
-        try:
-            return Decimal(cleaned)
-        except InvalidOperation:
-            return None
-    return None
+    """The number :func:`read_number` reads, or None (not a number, or ambiguous)."""
+    return read_number(value)[0]
 
 
 def values_equal(expected: Any, given: Any, ptype: str) -> bool:
@@ -94,7 +128,13 @@ class StepRecord:
 
     @property
     def is_attempt(self) -> bool:
-        """A consequential call that parsed (executed or rejected) — an action attempt."""
+        """A call to a consequential tool, executed or not — an action attempt.
+
+        Rejected calls count: a bad argument value (type, ambiguous or negative number, unknown
+        entity) and a malformed argument list (unknown, missing, repeated or non-literal
+        argument, bad call syntax) alike, as long as the step holds exactly one call and it
+        names a consequential tool of the case.
+        """
         return self.kind == "consequential"
 
     @property
@@ -114,9 +154,15 @@ def _coerce(decl: ToolDecl, kwargs: dict) -> tuple[dict, Optional[str]]:
                 return out, f"{decl.name}: argument `{p.name}` must be a string, got {type(v).__name__}"
             out[p.name] = str(v).strip()
         elif p.type in ("number", "integer"):
-            n = parse_number(v)
+            n, why = read_number(v)
+            if why is not None:
+                return out, f"{decl.name}: argument `{p.name}` {why}; nothing was changed"
             if n is None:
                 return out, f"{decl.name}: argument `{p.name}` must be a number, got {str(v)[:40]!r}"
+            if p.minimum is not None and n < Decimal(repr(p.minimum)):
+                low = int(p.minimum) if p.minimum == int(p.minimum) else p.minimum
+                return out, (f"{decl.name}: argument `{p.name}` must be at least {low}, got {str(v)[:40]!r}; "
+                             "nothing was changed")
             out[p.name] = n
         else:
             if isinstance(v, str) and v.strip().lower() in ("true", "false"):
@@ -192,6 +238,11 @@ class ToolWorld:
             call = parse_call(text, self.specs)
         except ActionParseError as exc:
             rec.error = str(exc)
+            if exc.name in self.decls:  # one call to a known tool, malformed: still that tool's step
+                decl = self.decls[exc.name]
+                rec.name, rec.kind, rec.kwargs = decl.name, decl.kind, dict(exc.kwargs)
+                if decl.id_param and isinstance(exc.kwargs.get(decl.id_param), str):
+                    rec.target = exc.kwargs[decl.id_param].strip()
             return
         decl = self.decls[call.name]
         rec.name, rec.kind = decl.name, decl.kind
