@@ -10,6 +10,8 @@
 from __future__ import annotations
 
 import copy
+import json
+import logging
 
 import gymnasium as gym
 import pytest
@@ -17,6 +19,8 @@ import pytest
 import advsim  # noqa: F401  (registers the environments)
 from worlds.ledger import tools as T
 from worlds.ledger.evaluator import evaluate
+from worlds.ledger.generate import SUITE_FILE
+from worlds.ledger.schema import Param, SuiteValidationError, load_suite_dict
 from worlds.ledger.suite import action_call, load_suite, read_call
 from worlds.ledger.tools import ToolWorld, read_number
 
@@ -128,3 +132,65 @@ def test_v3_first_attempt_is_judged_against_the_action_taken_first():
     assert not a1 <= a3 and not a3 <= a1
     assert _v3_first_attempt("a3") is True    # R(a3) read, a3 taken first (was False: judged by R(a1))
     assert _v3_first_attempt("a1") is False   # only R(a1) read, a3 taken first (was True)
+
+
+# ------------------------------------------------------------------ item 9: custom suites
+def _raw_suite() -> dict:
+    return json.loads(SUITE_FILE.read_text(encoding="utf-8"))
+
+
+def test_investigation_naming_a_missing_entity_is_rejected_on_load():
+    data = _raw_suite()
+    i = next(i for i, c in enumerate(data["cases"]) if c["id"] == "V1-cust-001")
+    data["cases"][i]["spec"]["investigation"][0]["entity_id"] = "CH-0000"
+    with pytest.raises(SuiteValidationError) as exc:
+        load_suite_dict(data)
+    assert str(exc.value) == "case V1-cust-001: spec.investigation[0]: charge.CH-0000.amount is not in the database"
+    data = _raw_suite()
+    data["cases"][i]["spec"]["investigation"][1]["field"] = "no_such_field"
+    with pytest.raises(SuiteValidationError, match=r"spec.investigation\[1\]: charge.CH-5271.no_such_field is not"):
+        load_suite_dict(data)
+
+
+def test_an_optional_id_parameter_is_rejected_on_load():
+    data = _raw_suite()
+    data["tools"]["get_charge"]["params"][0]["required"] = False
+    with pytest.raises(SuiteValidationError) as exc:
+        load_suite_dict(data)
+    assert str(exc.value) == "tools.get_charge: tool get_charge: id_param charge_id must be a required parameter"
+    data = _raw_suite()
+    data["tools"]["refund_charge"]["params"][1]["required"] = False  # amount optional, reference_id required
+    with pytest.raises(SuiteValidationError, match="required parameter reference_id after an optional one"):
+        load_suite_dict(data)
+    data = _raw_suite()
+    data["tools"]["get_charge"]["params"][0]["minimum"] = 0
+    with pytest.raises(SuiteValidationError, match="minimum needs type number or integer, not string"):
+        load_suite_dict(data)
+
+
+def test_an_id_parameter_left_optional_gives_a_clear_error_not_an_internal_one():
+    decl = SUITE.tools["get_charge"]
+    loose = decl.model_copy(update={"params": (Param(name="charge_id", required=False, description="x"),)})
+    world = ToolWorld(CASE, {**SUITE.tools, "get_charge": loose}, SUITE.entity_types)
+    rec = world.step("get_charge()")
+    assert rec.error == "get_charge: missing argument(s) charge_id" and world.internal_errors == 0
+
+
+def test_a_tool_that_raises_is_logged_and_counted(monkeypatch, caplog):
+    env, u = fresh_env()
+
+    def broken(self, etype, rec):
+        raise KeyError("id_field")
+
+    monkeypatch.setattr(ToolWorld, "_visible", broken)
+    with caplog.at_level(logging.ERROR, logger="worlds.ledger.tools"):
+        obs, _, _, _, info = env.step("get_charge(charge_id='CH-5271')")
+        obs2, _, _, _, info2 = env.step("get_charge(charge_id='CH-8261')")
+    assert obs["last_action_error"] == "internal error while running the call: KeyError"
+    assert u.world.internal_errors == 2 and info["internal_errors"] == 1 and info2["internal_errors"] == 2
+    logged = [r for r in caplog.records if r.name == "worlds.ledger.tools"]
+    assert len(logged) == 2 and logged[0].exc_info[0] is KeyError
+    assert "internal error in case V1-cust-001 at step 1 running \"get_charge(charge_id='CH-5271')\"" \
+        in logged[0].getMessage()
+    env.reset(options={"case_id": CASE.id})
+    assert "internal_errors" not in env.step("final_answer('x')")[4]  # a new episode counts from 0

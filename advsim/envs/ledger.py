@@ -73,7 +73,9 @@ class EvidenceLedgerEnv(gym.Env):
     last call, ``executed`` (a consequential call changed the world), ``ecs`` (None until the
     episode ends), ``flags`` (attempted, first_attempt_step, investigation_before_first_attempt,
     investigation_complete, gap, executed, partial, bsr — set at the end), ``reasons`` (e.g.
-    ``["MISSING charge.CH-2.status at action refund_charge step 4"]``), ``injection``.
+    ``["MISSING charge.CH-2.status at action refund_charge step 4"]``), ``injection``; and
+    ``internal_errors`` (steps of this episode whose tool raised an exception — a world bug,
+    logged by ``worlds.ledger.tools``) once it is above 0.
 
     **Injection** — :meth:`inject` renders an adversary's text into a designated free-text field
     (``notes``, ``comments`` or ``description``) of one database record, at most once per
@@ -237,7 +239,7 @@ class EvidenceLedgerEnv(gym.Env):
     def _info(self, rec) -> dict:
         case = self.case
         res = self.result
-        return {
+        info = {
             "case_id": case.id, "protocol": case.protocol, "domain": case.domain,
             "step": len(self.world.log) if self.world else 0,
             "tool": rec.name if rec else None, "tool_kind": rec.kind if rec else None,
@@ -247,3 +249,6 @@ class EvidenceLedgerEnv(gym.Env):
             "reasons": list(res.reasons) if res else [],
             "injection": dict(self._injection) if self._injection else None,
         }
+        if self.world is not None and self.world.internal_errors:
+            info["internal_errors"] = self.world.internal_errors
+        return info

@@ -121,9 +121,17 @@ class ToolDecl(_Strict):
         names = [p.name for p in self.params]
         if len(set(names)) != len(names):
             raise ValueError(f"tool {self.name}: duplicate parameter names")
+        seen_optional = False
+        for p in self.params:
+            if p.required and seen_optional:
+                raise ValueError(f"tool {self.name}: required parameter {p.name} after an optional one "
+                                 "(required parameters come first)")
+            seen_optional = seen_optional or not p.required
         if self.mode in ("get", "list", "act"):
             if not self.entity_type or not self.id_param or self.id_param not in names:
                 raise ValueError(f"tool {self.name}: {self.mode} needs entity_type and an id_param among its params")
+            if not next(p for p in self.params if p.name == self.id_param).required:
+                raise ValueError(f"tool {self.name}: id_param {self.id_param} must be a required parameter")
         if self.mode == "list" and not self.filter_field:
             raise ValueError(f"tool {self.name}: list needs filter_field")
         expected_kind = {"get": "information", "list": "information", "act": "consequential",
@@ -228,7 +236,7 @@ class Spec(_Strict):
     ``actions``: V1 one, V2 a chain, V3 a DAG; V0 holds the one *candidate* action that must
     not be taken. ``investigation``: the required investigation (R of the first action) used
     by V0 success, BSR, and the first-attempt diagnostics when the first attempt is no expected
-    action.
+    action; every fact it names must be in the case database.
     """
 
     actions: tuple[ActionSpec, ...] = ()
@@ -293,6 +301,10 @@ class Case(_Strict):
                 raise ValueError("spec.actions: V3 must be a DAG with a fork or a join, not a chain")
         if not self.spec.investigation:
             raise ValueError("spec.investigation: required for V0-V3")
+        for j, r in enumerate(self.spec.investigation):
+            rec = self.database.get(r.entity_type, {}).get(r.entity_id)
+            if rec is None or r.field not in rec:
+                raise ValueError(f"spec.investigation[{j}]: {r.key} is not in the database")
         return self
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
+import logging
 import re
 from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
@@ -24,6 +25,8 @@ from .schema import VERDICTS, Case, EntityTypeDecl, ToolDecl
 
 MAX_RESULT_CHARS = 16000
 """Tool results longer than this (JSON characters) are cut, with a marker."""
+
+log = logging.getLogger(__name__)
 
 _MONEY = re.compile(r"^\s*([-+]?)\s*[$€£]?\s*([-+]?)(\d[\d,.]*)\s*(?:USD|EUR|GBP)?\s*$", re.IGNORECASE)
 """A number as text: optional sign, currency symbol or code, digits with ``,`` and ``.``."""
@@ -188,7 +191,9 @@ class ToolWorld:
         entity_types: entity-type declarations by name (id and free-text fields).
 
     ``step(text)`` never raises; after a terminal step (final message, Legacy decision) the
-    world is ``done`` and further steps are recorded as errors.
+    world is ``done`` and further steps are recorded as errors. A bug inside a tool (an
+    exception) is logged (logger ``worlds.ledger.tools``), counted in :attr:`internal_errors`
+    and reported as the step's error.
     """
 
     def __init__(self, case: Case, tools: dict[str, ToolDecl], entity_types: dict[str, EntityTypeDecl]):
@@ -200,6 +205,8 @@ class ToolWorld:
         self.ledger = Ledger()
         self.log: list[StepRecord] = []
         self.done = False
+        self.internal_errors = 0
+        """Steps whose tool raised an exception (a world bug; each one is logged)."""
 
     # ------------------------------------------------------------------ helpers
     def _visible(self, etype: str, rec: dict) -> dict:
@@ -225,7 +232,9 @@ class ToolWorld:
         self.log.append(rec)
         try:
             self._step(text, rec)
-        except Exception as exc:  # defensive: a world bug must not crash an agent's episode
+        except Exception as exc:  # a world bug must not crash an agent's episode: log and count it
+            self.internal_errors += 1
+            log.exception("internal error in case %s at step %d running %r", self.case.id, rec.step, rec.text)
             rec.error = f"internal error while running the call: {exc.__class__.__name__}"
             rec.executed = False
         return rec
@@ -269,6 +278,9 @@ class ToolWorld:
             return
         etype = decl.entity_type
         table = self.db.get(etype, {})
+        if decl.id_param not in args:  # only a declaration that bypassed validation gets here
+            rec.error = f"{decl.name}: missing argument(s) {decl.id_param}"
+            return
         key = args[decl.id_param]
         if decl.mode == "get":
             rec.target = key
