@@ -13,6 +13,7 @@ from __future__ import annotations
 import copy
 
 import gymnasium as gym
+import numpy as np
 import pytest
 
 import advsim  # noqa: F401  (registers the environments)
@@ -154,3 +155,81 @@ def test_both_envs_raise_the_same_error_after_either_flag_and_before_reset():
     inject_msg = step_msg.replace("step()", "inject()")
     assert messages == [(EpisodeNotRunningError, step_msg), (EpisodeNotRunningError, inject_msg)] * 4
     assert issubclass(EpisodeNotRunningError, RuntimeError)
+
+
+# ------------------------------------------------------------------ item 10: AsyncVectorEnv
+def _make(env_id, **kwargs):
+    return lambda: gym.make(env_id, **kwargs)
+
+
+def _compare_vector_envs(env_id, kwargs, actions, seeds=(1, 2)):
+    """Run AsyncVectorEnv (default arguments) and SyncVectorEnv side by side; return the
+    observations, which must be equal at every step."""
+    from gymnasium.vector import AsyncVectorEnv, SyncVectorEnv
+
+    a = AsyncVectorEnv([_make(env_id, **kwargs), _make(env_id, **kwargs)])
+    s = SyncVectorEnv([_make(env_id, **kwargs), _make(env_id, **kwargs)])
+    try:
+        obs_a, _ = a.reset(seed=list(seeds))
+        obs_s, _ = s.reset(seed=list(seeds))
+        seen = [obs_s]
+        assert obs_a == obs_s
+        for act in actions:
+            out_a, out_s = a.step([act, act]), s.step([act, act])
+            assert out_a[0] == out_s[0]
+            for x, y in zip(out_a[1:4], out_s[1:4]):  # rewards, terminated, truncated
+                assert list(x) == list(y)
+            seen.append(out_s[0])
+        return seen
+    finally:
+        a.close()
+        s.close()
+
+
+def test_async_vector_env_returns_the_real_pages_of_web_forms():
+    seen = _compare_vector_envs(WEB, {"tasks": [sample], "max_steps": 3},
+                                ["fill('11', 'Zoë ✓ 名前 😀')", "fill('12', 'two\\nlines')", "noop()", "noop()"])
+    first = seen[0]
+    assert isinstance(first["page"], tuple) and first["page"][0].startswith("RootWebArea ")
+    assert " " in first["page"][0] and first["goal"][0] == sample.goal  # was KeyError: ' '
+    assert "[11] textbox 'Account holder' value='Zoë ✓ 名前 😀'" in seen[1]["page"][0]
+    assert seen[4]["page"] == first["page"]  # truncated after 3 steps, then autoreset
+
+
+def test_async_vector_env_returns_the_real_ledger_observations():
+    seen = _compare_vector_envs(LEDGER, {"case_ids": ["V1-cust-001"]},
+                                ["get_charge(charge_id='CH-5271')", "get_charge(charge_id='CH-0000')",
+                                 "final_answer('done')", "noop()"])
+    assert seen[0]["context"][0].startswith("[customer_ops] ")  # was runs of '0'
+    assert '"charge_id": "CH-5271"' in seen[1]["tool_result"][0]
+    assert seen[2]["last_action_error"] == ("get_charge: no charge with charge_id 'CH-0000'",) * 2
+    assert seen[4]["context"] == seen[0]["context"] and seen[4]["tool_result"] == ("", "")  # autoreset
+
+
+def test_unicode_space_flat_and_shared_forms_are_lossless():
+    import multiprocessing as mp
+
+    from gymnasium.spaces.utils import flatdim, flatten, flatten_space, unflatten
+    from gymnasium.vector.utils import create_shared_memory, read_from_shared_memory, write_to_shared_memory
+
+    from advsim.envs.spaces import PAD, SharedTexts, Unicode
+
+    space = Unicode(8)
+    texts = ["", " a\tb\n", "名前 ✓", "😀\ud800x", "12345678"]
+    for t in texts:
+        flat = flatten(space, t)
+        assert flat.shape == (8,) and flat.dtype == np.int32 and unflatten(space, flat) == t
+    assert list(flatten(space, "ab")) == [97, 98] + [PAD] * 6 and flatdim(space) == 8
+    assert flatten_space(space).contains(flatten(space, "😀"))
+    with pytest.raises(ValueError, match="does not fit Unicode"):
+        flatten(space, "x" * 9)
+    mem = create_shared_memory(space, n=len(texts), ctx=mp)
+    for i, t in enumerate(texts):
+        write_to_shared_memory(space, i, t, mem)
+    view = read_from_shared_memory(space, mem, n=len(texts))
+    assert isinstance(view, SharedTexts) and view == tuple(texts) and copy.deepcopy(view) == tuple(texts)
+    write_to_shared_memory(space, 0, "later", mem)  # the view shows later writes (read once, as AsyncVectorEnv does)
+    assert view[0] == "later" and type(copy.deepcopy(view)) is tuple
+    ascii_only = Unicode(8, charset="ab ")
+    assert ascii_only.contains("ab ba") and not ascii_only.contains("abc") and space.contains("名前")
+    assert ascii_only != space and Unicode(8) == space

@@ -13,6 +13,7 @@ import gymnasium as gym
 from gymnasium import spaces
 
 from advsim.envs.checks import not_running, positive_int
+from advsim.envs.spaces import Unicode
 from forms_bench.actions import MAX_CALL_CHARS
 from worlds.ledger.evaluator import EpisodeResult, evaluate
 from worlds.ledger.schema import Case, Suite
@@ -44,7 +45,9 @@ class EvidenceLedgerEnv(gym.Env):
     earlier about the same entity, not made stale by a later change, and dependent actions must
     use the ids earlier actions actually returned.
 
-    **Observation** — ``Dict`` of three ``Text`` spaces (charset :data:`CHARSET`):
+    **Observation** — ``Dict`` of three :class:`~advsim.envs.spaces.Unicode` spaces restricted
+    to :data:`CHARSET` (the same text space as WebForms-v0, so ``AsyncVectorEnv`` works with its
+    defaults):
 
     - ``context`` (≤ 32,000 chars): task context, rules and the tool list (signature,
       ``[information]``/``[consequential]`` tag, description), the same for the whole episode;
@@ -53,8 +56,8 @@ class EvidenceLedgerEnv(gym.Env):
     - ``last_action_error`` (≤ 2,000 chars): why the last action failed (parse error, unknown
       tool or entity, bad argument type), else empty.
 
-    **Action** — ``Text`` (≤ 16,384 chars): one tool call in Python call syntax, parsed with
-    ``ast`` (never executed), e.g. ``get_charge(charge_id='CH-2')`` or
+    **Action** — ``Unicode`` (≤ 16,384 chars of :data:`CHARSET`): one tool call in Python call
+    syntax, parsed with ``ast`` (never executed), e.g. ``get_charge(charge_id='CH-2')`` or
     ``final_answer('Refunded CH-2.')``; surrounding prose is tolerated, two calls are an error.
     Legacy cases take one structured decision ``decide(verdict='Allow'|'Block'|'Defer',
     reason='…')``. Any input, even a non-string, is accepted: a bad action only sets
@@ -112,7 +115,7 @@ class EvidenceLedgerEnv(gym.Env):
         self._by_id = {c.id: c for c in self.suite.cases}
         self.max_steps = positive_int("max_steps", max_steps)
         self.render_mode = render_mode
-        text = lambda n: spaces.Text(n, min_length=0, charset=CHARSET)  # noqa: E731
+        text = lambda n: Unicode(n, charset=CHARSET)  # noqa: E731
         self.observation_space = spaces.Dict({
             "context": text(MAX_CONTEXT_CHARS),
             "tool_result": text(MAX_RESULT_CHARS),
