@@ -185,14 +185,74 @@ def eval_cmd(
     _write_json(json_out, results)
 
 
+def _engine_log_to_file(run_dir: Path) -> Path:
+    """Send every library log line (vLLM, transformers, …) to ``<run_dir>/engine.log`` instead of
+    the console; the console keeps the phase lines and the final tables."""
+    import logging
+    import os
+
+    run_dir.mkdir(parents=True, exist_ok=True)
+    os.environ["VLLM_CONFIGURE_LOGGING"] = "0"  # vLLM's loggers then propagate to the root logger
+    path = run_dir / "engine.log"
+    handler = logging.FileHandler(path, encoding="utf-8")
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    root = logging.getLogger()
+    for h in list(root.handlers):
+        root.removeHandler(h)
+    root.addHandler(handler)
+    root.setLevel(logging.INFO)
+    for name in ("transformers", "peft"):
+        logging.getLogger(name).setLevel(logging.WARNING)
+    return path
+
+
+def demo_summary(run_dir: Path, results: dict, minutes: float) -> dict:
+    """The demo's headline numbers (``advsim demo --json``): ``minutes``, ``parse_rate`` per role
+    (warm-start format check on held-out prompts), ``informative_group_fraction`` (stage-1
+    executor), ``curriculum_reward_max``, ``levels`` (per level × checkpoint × setting: success,
+    n, 95 % Wilson interval), ``flip_rate`` / ``null_flip_rate`` (stage 2: the learned adversary
+    and the benign null injection on the adversary's controls, with n) and ``diff_max`` (the
+    largest rollout/training log-prob diff over every update)."""
+    from advsim.run import RunDir
+
+    run = RunDir(run_dir)
+    events = run.read("events.jsonl")
+    warm = next((e["warmstart"] for e in events if "warmstart" in e), {})
+    chk = warm.get("format_check", {})
+    s1 = [e for e in events if e.get("stage") == 1]
+    s2 = [e for e in events if e.get("stage") == 2 and not e.get("skipped")]
+    diffs = [e[r]["diff"]["max"] for e in s1 + s2 for r in ("executor", "curriculum", "adversary")
+             if isinstance(e.get(r), dict) and "diff" in e[r]]
+    levels = []
+    for name in results.get("order", []):
+        for lv, v in results["checkpoints"][name].get("levels", {}).items():
+            for setting, r in (("clean", v["clean"]), ("attacked", v.get("attacked", {}).get("task_completed")),
+                               ("null", v.get("null", {}).get("task_completed"))):
+                if r:
+                    levels.append({"level": int(lv), "checkpoint": name, "setting": setting, "success": r["rate"],
+                                   "n": r["n"], "ci_low": r["ci_low"], "ci_high": r["ci_high"]})
+    return {"minutes": round(minutes, 2),
+            "parse_rate": {r: chk.get(f"{r}_parse_rate") for r in ("executor", "curriculum", "adversary")},
+            "informative_group_fraction": s1[-1]["executor"].get("informative_group_fraction") if s1 else None,
+            "curriculum_reward_max": max((e["curriculum_reward_max"] for e in s1), default=None),
+            "levels": levels,
+            "flip_rate": s2[-1]["flip_rate"] if s2 else None, "flip_n": s2[-1]["flip_n"] if s2 else 0,
+            "null_flip_rate": s2[-1]["null_flip_rate"] if s2 else None,
+            "null_flip_n": s2[-1]["null_flip_n"] if s2 else 0,
+            "stage2_skipped": next((e["skipped"] for e in events if e.get("stage") == 2 and e.get("skipped")), None),
+            "diff_max": max(diffs) if diffs else None}
+
+
 @app.command("demo")
 def demo_cmd(
     run_dir: Optional[Path] = typer.Option(None, "--run-dir", help="run directory (default runs/demo-<time>)"),
     full: bool = typer.Option(False, "--full", help="evaluate on all 150 test tasks"),
     resume: bool = typer.Option(False, "--resume", help="continue an interrupted demo run (needs --run-dir)"),
+    json_out: Optional[Path] = typer.Option(None, "--json", help="also write the headline numbers as JSON"),
 ) -> None:
     """The main job on the embedded default: SmolLM2-135M-Instruct, vLLM rollouts, warm start, one
-    stage-1 and one stage-2 iteration, then evaluation (sim clean/attacked, real browser) and the report."""
+    stage-1 and one stage-2 iteration, then evaluation (per-level pool, test sample, sim
+    clean/attacked, real browser) and the report. Engine logs go to <run-dir>/engine.log."""
     import time
 
     _setup_logging()
@@ -203,6 +263,8 @@ def demo_cmd(
     from advsim.train import build_learner, train
 
     run_dir = run_dir or Path("runs") / time.strftime("demo-%Y%m%d-%H%M%S")
+    log = _engine_log_to_file(Path(run_dir))
+    typer.echo(f"run directory: {run_dir} (engine log: {log})")
     t0 = time.perf_counter()
     learner = build_learner(cfg, RunDir(run_dir))  # one engine for training and evaluation
     run = train(cfg, run_dir, resume=resume, learner=learner)
@@ -211,8 +273,14 @@ def demo_cmd(
                        browser=cfg.eval.browser, attacked_browser=cfg.eval.attacked_browser,
                        corpus_attacks=cfg.eval.corpus, learner=learner)
     report = write_report(run.path, results)
-    typer.echo(f"training {t1 - t0:.0f} s, evaluation {time.perf_counter() - t1:.0f} s")
+    minutes = (time.perf_counter() - t0) / 60
+    summary = demo_summary(run.path, results, minutes)
+    from forms_bench.atomic import atomic_write_text
+
+    atomic_write_text(run.path / "demo.json", json.dumps(summary, indent=2, sort_keys=True))
+    typer.echo(f"training {t1 - t0:.0f} s, evaluation {time.perf_counter() - t1:.0f} s, total {minutes:.1f} min")
     typer.echo(f"report: {report}")
+    _write_json(json_out, summary)
 
 
 def main() -> None:  # console-script entry point

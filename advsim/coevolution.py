@@ -1,24 +1,33 @@
 """The two co-evolution stages of AdvSim2Real (Section 4), one iteration per function.
 
+Each stage reads top to bottom: collect → reward → advantage → update → log.
+
 Stage 1 — curriculum ↔ executor:
-    1. the curriculum proposes |P| task specs (:class:`forms_bench.proposal.TaskProposal`);
+    1. the curriculum proposes |P| task specs (:class:`forms_bench.proposal.TaskProposal`:
+       stratum, domain, difficulty level, seed), seeing the recent specs with their p̂;
     2. each valid proposal is instantiated and run K times by the current executor → p̂_J(x);
-    3. R_C(x) = ν(x) · max{0, q(p̂) − λ_C n(x)/|P|}; the curriculum is updated on its proposals
-       with group-normalised R_C;
+    3. R_C(x) = ν(x) · max{0, q(p̂) − λ_C n(x)/|P|}, n(x) from lexical clusters of what
+       determines the task (:func:`forms_bench.proposal.task_text`); the curriculum is updated
+       on its proposals with group-normalised R_C;
     4. the executor pool (the best proposals by R_C) gets G rollouts per task, R_E = 2j − 1,
        Â = f(p̂) · group-normalised R_E; the executor is updated.
 
 Stage 2 — adversary ↔ executor (curriculum frozen):
-    1. training tasks with p̂_J ≥ η get K clean control trajectories;
+    1. the curriculum's stage-1 tasks with p̂_J ≥ η (and fresh tasks of the same strata and
+       levels) get K clean control trajectories; those whose control p̂ ≥ η are attacked — if
+       there are none the stage says so in its log row and skips its updates;
     2. the adversary proposes |P_x| injections α per task; each α is replayed on every control
-       (prefix up to transition d, α rendered, the executor continues) → success-flip R_A;
-       the adversary is updated with R_A group-normalised per task;
+       (prefix up to transition d, α rendered, the executor continues) → success-flip R_A; the
+       same replay with a benign text of similar length (:func:`advsim.attacks.benign_injection`)
+       gives the null flip rate; the adversary is updated with R_A group-normalised per task;
     3. the executor trains on a mixed pool — fresh attacks, replayed historical attacks, clean
        tasks (0.50/0.25/0.25) — with G rollouts per item, R_E with target avoidance, and
        Â = f(p̂) · group-normalised R_E, p̂ taken from the item's G rollouts.
 
-Everything random derives from ``(cfg.seed, stage, iteration)``, so a resumed iteration
-repeats an interrupted one exactly.
+Every update's log row has the fraction of **informative groups** (a group with a non-zero
+advantage), the advantage distribution, rewards, and per role the parse rate with up to three
+failing outputs and the parser's message. Everything random derives from
+``(cfg.seed, stage, iteration)``, so a resumed iteration repeats an interrupted one exactly.
 """
 
 from __future__ import annotations
@@ -27,20 +36,23 @@ import random
 import statistics
 from typing import Any, Sequence
 
-from advsim.config import TrainConfig
+from advsim.attacks import benign_injection
 from advsim.rewards import (adversary_reward, cluster_sizes, curriculum_reward, executor_advantages,
                             executor_reward, group_normalize, repeat_counts)
 from advsim.rollout import Episode, EpisodeSpec, run_episodes
-from forms_bench import STRATA, generate
+from forms_bench import STRATA
+from forms_bench.difficulty import TOP_LEVEL
 from forms_bench.injection import Injection
-from forms_bench.proposal import TaskProposal, instantiate
+from forms_bench.proposal import DOMAIN_NAMES, TaskProposal, instantiate, task_text
 from forms_bench.schema import Task
 from policies.engines import GenerationRequest
 from policies.grpo import Sample
-from policies.roles import RoleIO
+from policies.roles import RoleIO, curriculum_example
+
+__all__ = ["stage1_iteration", "stage2_iteration", "RoleIO", "group_stats"]
 
 
-def _seed(cfg: TrainConfig, stage: int, iteration: int, part: int) -> int:
+def _seed(cfg, stage: int, iteration: int, part: int) -> int:
     return (cfg.seed * 7919 + stage * 104_729 + iteration * 1_299_709 + part * 15_485_863) % (2**31 - 1)
 
 
@@ -51,14 +63,6 @@ def _episodes(learner, io: RoleIO, specs: Sequence[EpisodeSpec], seed: int) -> l
                         top_p=r.top_p)
 
 
-def _executor_samples(episodes: Sequence[Episode], advantages: Sequence[float]) -> list[Sample]:
-    out = []
-    for ep, adv in zip(episodes, advantages):
-        for t in ep.turns:
-            out.append(Sample(t.prompt_ids, t.token_ids, t.logprobs, adv, t.adapter or ""))
-    return out
-
-
 def _propose(learner, prompts: Sequence[list[int]], role: str, seed: int) -> list:
     r = learner.cfg.rollout
     reqs = [GenerationRequest(prompt_ids=tuple(p), adapter=learner.ref(role), max_new_tokens=r.proposal_max_new_tokens,
@@ -66,83 +70,192 @@ def _propose(learner, prompts: Sequence[list[int]], role: str, seed: int) -> lis
     return learner.engine.generate(reqs)
 
 
-def _executor_update(learner, groups: Sequence[tuple[Sequence[Episode], float, Sequence[float]]]) -> tuple[dict, dict]:
-    """groups: (episodes of one task, p̂, rewards). Returns (update stats, reward stats)."""
-    samples, rewards, advs = [], [], []
+def _parse_all(gens, parse) -> tuple[list, list[str]]:
+    """(parsed object or None, error message or '') per generation."""
+    out, errors = [], []
+    for g in gens:
+        try:
+            out.append(parse(g.text))
+            errors.append("")
+        except ValueError as exc:
+            out.append(None)
+            errors.append(str(exc))
+    return out, errors
+
+
+def _parse_report(gens, errors: Sequence[str]) -> dict[str, Any]:
+    """Parse rate of one role's outputs and up to three failures (output text + message)."""
+    bad = [{"text": g.text[:300], "error": e} for g, e in zip(gens, errors) if e]
+    return {"n": len(gens), "parsed": len(gens) - len(bad),
+            "rate": (len(gens) - len(bad)) / len(gens) if gens else None, "failures": bad[:3]}
+
+
+def group_stats(advantage_groups: Sequence[Sequence[float]]) -> dict[str, Any]:
+    """Informative-group fraction and advantage distribution of one update.
+
+    A group is **informative** when at least one of its advantages is non-zero (GRPO learns
+    nothing from a group whose rewards are all equal).
+
+    Returns:
+        ``{"groups", "informative", "informative_group_fraction", "adv_min", "adv_max",
+        "adv_abs_mean", "adv_nonzero"}`` (``None`` statistics for no groups).
+    """
+    flat = [a for g in advantage_groups for a in g]
+    inf = sum(any(a != 0.0 for a in g) for g in advantage_groups)
+    n = len(advantage_groups)
+    return {"groups": n, "informative": inf, "informative_group_fraction": inf / n if n else None,
+            "adv_min": min(flat) if flat else None, "adv_max": max(flat) if flat else None,
+            "adv_abs_mean": statistics.fmean(abs(a) for a in flat) if flat else None,
+            "adv_nonzero": sum(a != 0.0 for a in flat)}
+
+
+def _executor_update(learner, groups: Sequence[tuple[Sequence[Episode], float, Sequence[float]]]) -> dict:
+    """groups: (episodes of one task, p̂, rewards) → one executor update; returns its stats
+    with rewards, advantages and informative groups."""
+    samples, rewards, adv_groups = [], [], []
     for eps, p_hat, rs in groups:
         a = executor_advantages(rs, p_hat)
-        samples += _executor_samples(eps, a)
+        adv_groups.append(a)
         rewards += list(rs)
-        advs += a
-    stats = learner.update("executor", samples)
-    return stats, {"reward_mean": statistics.fmean(rewards) if rewards else 0.0,
-                   "adv_abs_mean": statistics.fmean(abs(x) for x in advs) if advs else 0.0}
+        for ep, adv in zip(eps, a):
+            samples += [Sample(t.prompt_ids, t.token_ids, t.logprobs, adv, t.adapter or "") for t in ep.turns]
+    stats = learner.update("executor", samples) if samples else {"samples": 0}
+    return {**stats, "reward_mean": statistics.fmean(rewards) if rewards else None, **group_stats(adv_groups)}
+
+
+def _executor_parse(eps: Sequence[Episode]) -> dict[str, Any]:
+    turns = [t for e in eps for t in e.turns]
+    bad = [{"text": t.text[:200], "error": t.error} for t in turns if t.action is None]
+    return {"n": len(turns), "parsed": len(turns) - len(bad),
+            "rate": (len(turns) - len(bad)) / len(turns) if turns else None, "failures": bad[:3]}
+
+
+# ------------------------------------------------------------------------------------------
+# stage 1
+# ------------------------------------------------------------------------------------------
+
+def curriculum_history(run, n: int, rng: random.Random) -> list[str]:
+    """The curriculum's context: its last ``n`` valid stage-1 proposals with their p̂, from
+    ``proposals.jsonl``; before any exists, ``n`` random specs spread over the levels, marked
+    untested."""
+    rows = [r for r in run.read("proposals.jsonl") if r.get("stage") == 1 and r.get("proposal")]
+    lines = [curriculum_example(TaskProposal.model_validate(r["proposal"]).to_json(), r.get("p_hat"))
+             for r in rows[-n:]]
+    if lines:
+        return lines
+    levels = [round(i * TOP_LEVEL / max(1, n - 1)) for i in range(n)]
+    return [curriculum_example(TaskProposal(stratum=rng.choice(STRATA), domain=rng.choice(DOMAIN_NAMES), level=lv,
+                                            seed=rng.randint(0, 999_999)).to_json(), None) for lv in levels]
 
 
 def stage1_iteration(learner, io: RoleIO, run, t: int) -> dict[str, Any]:
     """One curriculum ↔ executor iteration; returns its metrics row (also logged)."""
     cfg, s1 = learner.cfg, learner.cfg.stage1
     rng = random.Random(_seed(cfg, 1, t, 0))
-    examples = [p.model_dump_json() for p in _example_proposals(rng, 3)]
-    hints = [STRATA[i % len(STRATA)] for i in range(s1.proposals)]
-    prompts = [io.curriculum_prompt(h, examples) for h in hints]
-    gens = _propose(learner, prompts, "curriculum", _seed(cfg, 1, t, 1))
-    proposals: list[TaskProposal | None] = []
+
+    # collect: proposals -> tasks -> K control runs each -> p̂
+    lines = curriculum_history(run, s1.history, rng)
+    hints = [STRATA[(i + t) % len(STRATA)] for i in range(s1.proposals)]
+    gens = _propose(learner, [io.curriculum_prompt(h, lines) for h in hints], "curriculum", _seed(cfg, 1, t, 1))
+    proposals, errors = _parse_all(gens, io.parse_curriculum)
     tasks: list[Task | None] = []
-    errors = []
-    for g in gens:
+    for i, p in enumerate(proposals):
         try:
-            p = io.parse_curriculum(g.text)
-            tasks.append(instantiate(p))
-            proposals.append(p)
-            errors.append("")
+            tasks.append(instantiate(p) if p is not None else None)
         except ValueError as exc:
-            proposals.append(None)
             tasks.append(None)
-            errors.append(str(exc))
-    # K executor runs per valid proposal -> p̂_J
+            proposals[i], errors[i] = None, f"curriculum: not instantiable: {exc}"
     valid = [i for i, task in enumerate(tasks) if task is not None]
-    specs = [EpisodeSpec(tasks[i]) for i in valid for _ in range(s1.control_runs)]
-    eps = _episodes(learner, io, specs, _seed(cfg, 1, t, 2))
-    p_hat: dict[int, float] = {}
-    for k, i in enumerate(valid):
-        chunk = eps[k * s1.control_runs:(k + 1) * s1.control_runs]
-        p_hat[i] = sum(e.success for e in chunk) / len(chunk)
-    texts = [p.text() if p is not None else g.text for p, g in zip(proposals, gens)]
+    K = s1.control_runs
+    ctrl = _episodes(learner, io, [EpisodeSpec(tasks[i]) for i in valid for _ in range(K)], _seed(cfg, 1, t, 2))
+    p_hat = {i: sum(e.success for e in ctrl[k * K:(k + 1) * K]) / K for k, i in enumerate(valid)}
+
+    # reward R_C (AdvSim2Real Eq. 2) and the curriculum's update
+    texts = [task_text(tasks[i]) if tasks[i] is not None else g.text for i, g in enumerate(gens)]
     clusters = cluster_sizes(texts, s1.cluster_threshold)
     r_c = [curriculum_reward(p_hat.get(i), tasks[i] is not None, clusters[i], len(gens), s1.lambda_c)
            for i in range(len(gens))]
     adv_c = group_normalize(r_c)
     cur_stats = learner.update("curriculum", [Sample(g.request.prompt_ids, g.token_ids, g.logprobs, a, str(g.adapter))
                                               for g, a in zip(gens, adv_c)])
-    run.log("proposals.jsonl", [{"stage": 1, "iteration": t, "role": "curriculum", "text": g.text,
-                                 "valid": tasks[i] is not None, "error": errors[i], "p_hat": p_hat.get(i),
-                                 "cluster": clusters[i], "reward": r_c[i]} for i, g in enumerate(gens)])
-    # executor pool: best proposals by R_C (ties: proposal order)
+    cur_stats.update(group_stats([adv_c]))
+
+    # executor pool: the best proposals by R_C (ties: proposal order), G rollouts each
     pool = sorted(valid, key=lambda i: (-r_c[i], i))[: s1.executor_pool]
-    specs = [EpisodeSpec(tasks[i]) for i in pool for _ in range(s1.rollouts_per_task)]
-    eps = _episodes(learner, io, specs, _seed(cfg, 1, t, 3))
+    G = s1.rollouts_per_task
+    eps = _episodes(learner, io, [EpisodeSpec(tasks[i]) for i in pool for _ in range(G)], _seed(cfg, 1, t, 3))
     groups = []
     for k, i in enumerate(pool):
-        chunk = eps[k * s1.rollouts_per_task:(k + 1) * s1.rollouts_per_task]
+        chunk = eps[k * G:(k + 1) * G]
         groups.append((chunk, p_hat[i], [executor_reward(e.success) for e in chunk]))
-    ex_stats, ex_r = _executor_update(learner, groups) if groups else ({"samples": 0}, {})
-    run.log("trajectories.jsonl", [{"stage": 1, "iteration": t, **e.to_row()} for e in eps])
-    turns = [tt for e in eps for tt in e.turns]
+    ex_stats = _executor_update(learner, groups)
+
+    # log
+    run.log("proposals.jsonl", [{"stage": 1, "iteration": t, "role": "curriculum", "text": g.text,
+                                 "proposal": proposals[i].model_dump(exclude_none=True) if proposals[i] else None,
+                                 "task_id": tasks[i].id if tasks[i] else None,
+                                 "level": proposals[i].level if proposals[i] else None,
+                                 "valid": tasks[i] is not None, "error": errors[i], "p_hat": p_hat.get(i),
+                                 "cluster": clusters[i], "reward": r_c[i]} for i, g in enumerate(gens)])
+    run.log("trajectories.jsonl", [{"stage": 1, "iteration": t, "kind": "control", **e.to_row()} for e in ctrl]
+            + [{"stage": 1, "iteration": t, "kind": "train", **e.to_row()} for e in eps])
     row = {"stage": 1, "iteration": t, "proposals": len(gens), "valid": len(valid),
-           "p_hat": [p_hat[i] for i in valid], "curriculum_reward_mean": statistics.fmean(r_c),
+           "p_hat": [p_hat[i] for i in valid], "levels": [proposals[i].level for i in valid],
+           "curriculum_reward_mean": statistics.fmean(r_c), "curriculum_reward_max": max(r_c),
+           "control_success": statistics.fmean(e.success for e in ctrl) if ctrl else None,
            "executor_success": statistics.fmean(e.success for e in eps) if eps else None,
-           "parse_rate": (sum(tt.action is not None for tt in turns) / len(turns)) if turns else None,
-           "curriculum": cur_stats, "executor": ex_stats, **{f"executor_{k}": v for k, v in ex_r.items()}}
+           "parse": {"curriculum": _parse_report(gens, errors), "executor": _executor_parse(list(ctrl) + list(eps))},
+           "curriculum": cur_stats, "executor": ex_stats}
     run.log("events.jsonl", [row])
     return row
 
 
-def _example_proposals(rng: random.Random, n: int) -> list[TaskProposal]:
-    from forms_bench.proposal import DOMAIN_NAMES
+# ------------------------------------------------------------------------------------------
+# stage 2
+# ------------------------------------------------------------------------------------------
 
-    return [TaskProposal(stratum=rng.choice(STRATA), domain=rng.choice(DOMAIN_NAMES), seed=rng.randint(0, 999_999))
-            for _ in range(n)]
+def _stage2_candidates(run, cfg, rng: random.Random, n: int) -> list[Task]:
+    """Tasks to attack: the curriculum's stage-1 tasks with p̂ ≥ η (most recent first), then
+    fresh tasks of the same stratum, domain and level (new seeds), up to ``n``."""
+    s2 = cfg.stage2
+    rows = [r for r in run.read("proposals.jsonl")
+            if r.get("stage") == 1 and r.get("proposal") and r.get("p_hat") is not None and r["p_hat"] >= s2.eta]
+    props = [TaskProposal.model_validate(r["proposal"]) for r in reversed(rows)]
+    out, seen = [], set()
+    for p in props:
+        task = instantiate(p)
+        if task.id not in seen:
+            seen.add(task.id)
+            out.append(task)
+    k = 0
+    while props and len(out) < n and k < 4 * n:
+        p = props[k % len(props)].model_copy(update={"seed": rng.randint(0, 999_999)})
+        task = instantiate(p)
+        if task.id not in seen:
+            seen.add(task.id)
+            out.append(task)
+        k += 1
+    return out[:n]
+
+
+def _replay(learner, io, chosen, injections: Sequence[Injection | None], owners: Sequence[int], seed: int):
+    """Replay every parsed α of task j on each of its controls: {(proposal i, control c): Episode}."""
+    specs, index = [], []
+    for i, (inj, j) in enumerate(zip(injections, owners)):
+        if inj is None:
+            continue
+        task, controls, _ = chosen[j]
+        for c_i, c in enumerate(controls):
+            specs.append(EpisodeSpec(task, inj, prefix=c.actions[: inj.transition]))
+            index.append((i, c_i))
+    return dict(zip(index, _episodes(learner, io, specs, seed))), specs
+
+
+def flip_counts(controls: Sequence[Episode], replays: Sequence[Episode]) -> tuple[int, int]:
+    """(flips, eligible) for one α over its task's controls: eligible = the control was judged
+    good and the replay rendered the injection; a flip = eligible and the replay judged bad."""
+    elig = [(c, e) for c, e in zip(controls, replays) if c.success and e.rendered]
+    return sum(not e.success for _, e in elig), len(elig)
 
 
 def stage2_iteration(learner, io: RoleIO, run, t: int, history: list[dict]) -> dict[str, Any]:
@@ -150,99 +263,112 @@ def stage2_iteration(learner, io: RoleIO, run, t: int, history: list[dict]) -> d
     is extended with this iteration's accepted attacks. Returns the metrics row (also logged)."""
     cfg, s2 = learner.cfg, learner.cfg.stage2
     rng = random.Random(_seed(cfg, 2, t, 0))
-    # 1. candidate training tasks and their clean controls
-    candidates = [task for s in STRATA for task in generate(s, max(1, s2.tasks), seed=_seed(cfg, 2, t, 1) % 100_000)]
-    rng.shuffle(candidates)
-    candidates = candidates[: max(s2.tasks * 2, s2.tasks)]
-    specs = [EpisodeSpec(task) for task in candidates for _ in range(s2.control_runs)]
-    ctrl = _episodes(learner, io, specs, _seed(cfg, 2, t, 2))
-    per_task = []
-    for k, task in enumerate(candidates):
-        chunk = ctrl[k * s2.control_runs:(k + 1) * s2.control_runs]
-        per_task.append((task, chunk, sum(e.success for e in chunk) / len(chunk)))
+    K = s2.control_runs
+
+    # 1. collect clean controls on candidate tasks; keep p̂ ≥ η
+    candidates = _stage2_candidates(run, cfg, rng, 2 * s2.tasks)
+    ctrl = _episodes(learner, io, [EpisodeSpec(task) for task in candidates for _ in range(K)], _seed(cfg, 2, t, 2))
+    per_task = [(task, ctrl[k * K:(k + 1) * K], sum(e.success for e in ctrl[k * K:(k + 1) * K]) / K)
+                for k, task in enumerate(candidates)]
     per_task.sort(key=lambda x: -x[2])
-    chosen = [x for x in per_task if x[2] >= s2.eta][: s2.tasks] or per_task[: s2.tasks]
-    # 2. adversary proposals and success-flip replay
+    chosen = [x for x in per_task if x[2] >= s2.eta][: s2.tasks]
+    base = {"stage": 2, "iteration": t, "candidates": len(candidates), "tasks": len(chosen),
+            "control_success": statistics.fmean(e.success for e in ctrl) if ctrl else None}
+    if not chosen:
+        row = {**base, "skipped": f"no task with control p̂ >= eta = {s2.eta} among {len(candidates)} candidates; "
+                                  "adversary and executor not updated"}
+        run.log("trajectories.jsonl", [{"stage": 2, "iteration": t, "kind": "control", **e.to_row()} for e in ctrl])
+        run.log("events.jsonl", [row])
+        return row
+
+    # 2. adversary proposals, success-flip replay and its null control
     prompts, owners = [], []
     for j, (task, controls, _) in enumerate(chosen):
-        page = _initial_page(task)
         good = next((c for c in controls if c.success), controls[0])
+        page = _initial_page(task)
         for _ in range(s2.proposals_per_task):
             prompts.append(io.adversary_prompt(task.goal, page, good.actions))
             owners.append(j)
     gens = _propose(learner, prompts, "adversary", _seed(cfg, 2, t, 3))
-    parsed: list[Injection | None] = []
-    for g in gens:
-        try:
-            parsed.append(io.parse_adversary(g.text))
-        except ValueError:
-            parsed.append(None)
-    replay_specs, replay_index = [], []
-    for i, (inj, j) in enumerate(zip(parsed, owners)):
-        if inj is None:
-            continue
-        task, controls, _ = chosen[j]
-        for c_i, c in enumerate(controls):
-            replay_specs.append(EpisodeSpec(task, inj, prefix=c.actions[: inj.transition]))
-            replay_index.append((i, c_i))
-    replays = _episodes(learner, io, replay_specs, _seed(cfg, 2, t, 4))
-    by_prop: dict[int, dict[int, Episode]] = {}
-    for (i, c_i), ep in zip(replay_index, replays):
-        by_prop.setdefault(i, {})[c_i] = ep
+    parsed, errors = _parse_all(gens, io.parse_adversary)
+    by_prop, _ = _replay(learner, io, chosen, parsed, owners, _seed(cfg, 2, t, 4))
+    nulls = [benign_injection(p) if p is not None else None for p in parsed]
+    by_null, _ = _replay(learner, io, chosen, nulls, owners, _seed(cfg, 2, t, 4))
+
+    # reward R_A (AdvSim2Real Eq. 5), advantages per task, the adversary's update
     r_a = [0.0] * len(gens)
-    for j in range(len(chosen)):
+    flips = {"attack": [0, 0], "null": [0, 0]}
+    rendered = 0
+    for j, (task, controls, _) in enumerate(chosen):
         idx = [i for i, o in enumerate(owners) if o == j]
         reps = repeat_counts([parsed[i].instruction if parsed[i] else gens[i].text for i in idx])
-        task, controls, _ = chosen[j]
         for i, n_a in zip(idx, reps):
             if parsed[i] is None:
                 r_a[i] = adversary_reward([True], [False], [False], 1, 1, s2.lambda_a, malformed=True)
                 continue
-            eps = [by_prop[i][c] for c in range(len(controls))]
+            eps = [by_prop[(i, c)] for c in range(len(controls))]
+            nul = [by_null[(i, c)] for c in range(len(controls))]
+            rendered += sum(e.rendered for e in eps)
             r_a[i] = adversary_reward([c.success for c in controls], [not e.success for e in eps],
                                       [e.rendered for e in eps], n_a, len(idx), s2.lambda_a)
+            for key, rr in (("attack", eps), ("null", nul)):
+                f, n = flip_counts(controls, rr)
+                flips[key][0] += f
+                flips[key][1] += n
     adv_a = [0.0] * len(gens)
+    adv_groups = []
     for j in range(len(chosen)):
         idx = [i for i, o in enumerate(owners) if o == j]
-        for i, a in zip(idx, group_normalize([r_a[i] for i in idx])):
+        g_adv = group_normalize([r_a[i] for i in idx])
+        adv_groups.append(g_adv)
+        for i, a in zip(idx, g_adv):
             adv_a[i] = a
     adv_stats = learner.update("adversary", [Sample(g.request.prompt_ids, g.token_ids, g.logprobs, a, str(g.adapter))
                                              for g, a in zip(gens, adv_a)])
-    run.log("proposals.jsonl", [{"stage": 2, "iteration": t, "role": "adversary", "task_id": chosen[o][0].id,
-                                 "text": g.text, "valid": p is not None, "reward": r}
-                                for g, p, o, r in zip(gens, parsed, owners, r_a)])
-    # 3. executor on the mixed pool
+    adv_stats.update(group_stats(adv_groups))
+
+    # 3. the executor on the mixed pool (fresh attacks, history, clean)
     fresh = [{"task": chosen[o][0], "injection": p} for p, o, r in zip(parsed, owners, r_a) if p is not None and r > 0]
     fresh = fresh or [{"task": chosen[o][0], "injection": p} for p, o in zip(parsed, owners) if p is not None]
     n_items = max(1, s2.tasks)
-    n_fresh = round(n_items * s2.mix_fresh)
+    n_fresh = round(n_items * s2.mix_fresh) if fresh else 0
     n_hist = round(n_items * s2.mix_history) if history else 0
     n_clean = max(0, n_items - n_fresh - n_hist)
-    items = [rng.choice(fresh) for _ in range(n_fresh)] if fresh else []
+    items = [rng.choice(fresh) for _ in range(n_fresh)]
     items += [_history_item(rng.choice(history)) for _ in range(n_hist)]
     items += [{"task": rng.choice(chosen)[0], "injection": None} for _ in range(n_clean)]
-    specs = [EpisodeSpec(it["task"], it["injection"]) for it in items for _ in range(s2.rollouts_per_task)]
-    eps = _episodes(learner, io, specs, _seed(cfg, 2, t, 5))
-    groups = []
     G = s2.rollouts_per_task
+    eps = _episodes(learner, io, [EpisodeSpec(it["task"], it["injection"]) for it in items for _ in range(G)],
+                    _seed(cfg, 2, t, 5))
+    groups = []
     for k, it in enumerate(items):
         chunk = eps[k * G:(k + 1) * G]
         target = it["injection"] is not None and it["injection"].target_action is not None
         rs = [executor_reward(e.success, target and e.rendered, e.took_target, s2.w_g, s2.w_r) for e in chunk]
         groups.append((chunk, sum(e.success for e in chunk) / G, rs))
-    ex_stats, ex_r = _executor_update(learner, groups) if groups else ({"samples": 0}, {})
+    ex_stats = _executor_update(learner, groups)
     history.extend({"task_id": f["task"].id, "task": f["task"].model_dump(mode="json"),
                     "injection": f["injection"].model_dump()} for f in fresh)
-    run.log("trajectories.jsonl", [{"stage": 2, "iteration": t, **e.to_row()} for e in eps])
-    attacked = [e for e in eps if e.spec.injection is not None]
+
+    # log
+    run.log("proposals.jsonl", [{"stage": 2, "iteration": t, "role": "adversary", "task_id": chosen[o][0].id,
+                                 "text": g.text, "valid": p is not None, "error": e, "reward": r}
+                                for g, p, o, r, e in zip(gens, parsed, owners, r_a, errors)])
+    run.log("trajectories.jsonl", [{"stage": 2, "iteration": t, "kind": "control", **e.to_row()} for e in ctrl]
+            + [{"stage": 2, "iteration": t, "kind": "replay", **e.to_row()} for e in by_prop.values()]
+            + [{"stage": 2, "iteration": t, "kind": "null_replay", **e.to_row()} for e in by_null.values()]
+            + [{"stage": 2, "iteration": t, "kind": "train", **e.to_row()} for e in eps])
+    attacked = [e for e in eps if e.spec.injection is not None and e.rendered]
     clean = [e for e in eps if e.spec.injection is None]
-    row = {"stage": 2, "iteration": t, "tasks": len(chosen), "proposals": len(gens),
-           "valid": sum(p is not None for p in parsed), "adversary_reward_mean": statistics.fmean(r_a) if r_a else 0.0,
-           "flip_rate": statistics.fmean(r > 0 for r in r_a) if r_a else 0.0,
-           "control_success": statistics.fmean(e.success for e in ctrl),
+    (fa, na), (fn, nn) = flips["attack"], flips["null"]
+    row = {**base, "proposals": len(gens), "valid": sum(p is not None for p in parsed), "rendered_replays": rendered,
+           "adversary_reward_mean": statistics.fmean(r_a), "adversary_reward_max": max(r_a),
+           "flip_rate": fa / na if na else None, "flip_n": na, "flips": fa,
+           "null_flip_rate": fn / nn if nn else None, "null_flip_n": nn, "null_flips": fn,
            "executor_attacked_success": statistics.fmean(e.success for e in attacked) if attacked else None,
            "executor_clean_success": statistics.fmean(e.success for e in clean) if clean else None,
-           "adversary": adv_stats, "executor": ex_stats, **{f"executor_{k}": v for k, v in ex_r.items()}}
+           "parse": {"adversary": _parse_report(gens, errors), "executor": _executor_parse(list(ctrl) + list(eps))},
+           "adversary": adv_stats, "executor": ex_stats}
     run.log("events.jsonl", [row])
     return row
 

@@ -72,8 +72,11 @@ class WarmStartConfig:
 class Stage1Config:
     iterations: int = _f(3, "Curriculum↔executor iterations (checkpoints capability-iter-t).", ge=1)
     proposals: int = _f(8, "|P|: curriculum proposals per iteration.", ge=1)
-    control_runs: int = _f(4, "K: executor runs per proposal to estimate p̂_J.", ge=1)
-    rollouts_per_task: int = _f(4, "G: executor rollouts per task for the executor update.", ge=1)
+    control_runs: int = _f(4, "K: executor runs per proposal to estimate p̂_J. At least 2: with K = 1, "
+                              "p̂ ∈ {0, 1} and q(p̂) = 0, so R_C would be 0 by construction.", ge=2)
+    rollouts_per_task: int = _f(4, "G: executor rollouts per task for the executor update (≥ 2: a group "
+                                   "of one has zero advantage).", ge=2)
+    history: int = _f(6, "Recent proposals (with their p̂) shown in the curriculum's prompt.", ge=1)
     executor_pool: int = _f(8, "Tasks in the executor's pool per iteration (top proposals by R_C).", ge=1)
     lambda_c: float = _f(0.5, "λ_C, repetition-penalty weight of R_C.", ge=0)
     cluster_threshold: float = _f(0.5, "Lexical-similarity threshold of the repetition clusters.", ge=0, le=1)
@@ -86,7 +89,7 @@ class Stage2Config:
     eta: float = _f(0.25, "η: minimum p̂_J for a task to be attacked.", ge=0, le=1)
     control_runs: int = _f(4, "K: clean control trajectories per task.", ge=1)
     proposals_per_task: int = _f(4, "|P_x|: adversary proposals per task.", ge=1)
-    rollouts_per_task: int = _f(4, "G: executor rollouts per task in the mixed pool.", ge=1)
+    rollouts_per_task: int = _f(4, "G: executor rollouts per task in the mixed pool (≥ 2).", ge=2)
     lambda_a: float = _f(0.5, "λ_A, repetition-penalty weight of R_A.", ge=0)
     mix_fresh: float = _f(0.50, "Share of fresh attacks in the executor pool.", ge=0)
     mix_history: float = _f(0.25, "Share of replayed historical attacks in the executor pool.", ge=0)
@@ -111,6 +114,12 @@ class EvalConfig:
     browser: bool = _f(True, "Also measure strict success in the real browser.")
     attacked_browser: bool = _f(True, "Also measure attacked strict success in the real browser.")
     corpus: bool = _f(True, "Also measure completion under the built-in injection-style corpus.")
+    levels: list[int] = _f([0, 1, 2, 3, 4, 5], "Difficulty levels of the per-level evaluation pool (tasks drawn "
+                           "from the training distribution with seeds no training run uses).")
+    pool_per_level: int = _f(20, "Episodes per level in the per-level pool (one task each; 0 skips the pool).",
+                             ge=0)
+    attacked_pool: bool = _f(True, "Also run the per-level pool under the last learned adversary and under "
+                                   "the null (benign) injection.")
 
 
 @dataclass(config=_STRICT)

@@ -71,11 +71,32 @@ class Learner:
         self.model = attach_role_adapters(model, config=lcfg, seed=cfg.seed)
         self.versions = {r: 0 for r in ROLES}
         self.optimizers = {r: self._optimizer(r, cfg.optim.learning_rate) for r in ROLES}
-        if engine is None:
-            engine = self._make_engine(backbone_path)
-        self.engine = engine
+        self._backbone_path = backbone_path
+        self._engine = engine
+        self._saved: dict[str, Path] = {}  # every adapter version saved or restored, in order
         for r in ROLES:
             self.publish(r)
+
+    @property
+    def engine(self):
+        """The rollout engine, built on first use (so a warm start trains before vLLM starts and
+        binds its CPU threads); on creation every version saved so far is registered."""
+        if self._engine is None:
+            self._engine = self._make_engine(self._backbone_path)
+            saved, self._saved = self._saved, {}
+            for ref, path in saved.items():
+                self._register(ref, path)
+        return self._engine
+
+    def _register(self, ref: str, path: Path) -> None:
+        self._saved[ref] = path
+        if self._engine is None:
+            return
+        if hasattr(self._engine, "add_adapter"):
+            self._engine.add_adapter(ref, path)
+        elif hasattr(self._engine, "loaded"):
+            role, v = ref.split("@")
+            self._engine.loaded[role] = int(v)
 
     # -- construction ------------------------------------------------------------------------
     def _params(self, role: str) -> list[torch.nn.Parameter]:
@@ -104,10 +125,7 @@ class Learner:
     def publish(self, role: str) -> Path:
         """Save the current weights of ``role`` as its current version and register them with the engine."""
         path = save_adapter(self.model, self.ref(role), self.adapter_root)
-        if hasattr(self.engine, "add_adapter"):
-            self.engine.add_adapter(self.ref(role), path)
-        elif hasattr(self.engine, "loaded"):
-            self.engine.loaded[role] = self.versions[role]
+        self._register(self.ref(role), path)
         return path
 
     def restore(self, versions: dict[str, int], optimizer_file: Path | None) -> None:
@@ -115,11 +133,7 @@ class Learner:
         for role, v in versions.items():
             self.versions[role] = v
             load_adapter(self.model, f"{role}@{v}", self.adapter_root)
-            path = self.adapter_root / f"{role}@{v}"
-            if hasattr(self.engine, "add_adapter"):
-                self.engine.add_adapter(f"{role}@{v}", path)
-            elif hasattr(self.engine, "loaded"):
-                self.engine.loaded[role] = v
+            self._register(f"{role}@{v}", self.adapter_root / f"{role}@{v}")
         if optimizer_file is not None and optimizer_file.exists():
             states = torch.load(optimizer_file, weights_only=False)
             for role, st in states.items():
@@ -337,5 +351,5 @@ class Learner:
 
     def close(self) -> None:
         """Release the engine (vLLM frees its KV cache when the LLM object goes)."""
-        if hasattr(self.engine, "llm"):
-            del self.engine.llm
+        if self._engine is not None and hasattr(self._engine, "llm"):
+            del self._engine.llm

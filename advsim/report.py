@@ -35,9 +35,22 @@ def checkpoint_order(results: dict) -> list[str]:
     return list(results.get("order") or results["checkpoints"])
 
 
+def _completed(col: dict | None):
+    """Task completion over the rendered (really attacked) episodes of an attacked column."""
+    return None if not col else col.get("task_completed", {}).get("rate")
+
+
 def _attacked_mean(res: dict):
-    vals = [v["overall"] for v in res.get("sim_attacked", {}).values() if v.get("overall") is not None]
-    return statistics.fmean(vals) if vals else None
+    """Completion under the last learned adversary (rendered episodes only)."""
+    cols = list(res.get("sim_attacked", {}).values())
+    return _completed(cols[-1]) if cols else None
+
+
+def _ci(r: dict | None) -> str:
+    """``'45.0 (n=20, 25.8–65.8)'`` from a :func:`advsim.evaluate.rate` dict."""
+    if not r or r.get("rate") is None:
+        return "— (n=0)"
+    return f"{100 * r['rate']:.1f} (n={r['n']}, {100 * r['ci_low']:.1f}–{100 * r['ci_high']:.1f})"
 
 
 def plot_completion(results: dict, path: Path) -> None:
@@ -50,12 +63,11 @@ def plot_completion(results: dict, path: Path) -> None:
     series = {
         "sim clean": [results["checkpoints"][n]["sim_clean"]["overall"] for n in names],
         "sim attacked (learned)": [_attacked_mean(results["checkpoints"][n]) for n in names],
-        "sim attacked (corpus)": [results["checkpoints"][n].get("sim_attacked_corpus", {}).get("overall")
-                                  for n in names],
-        "sim attacked (external)": [results["checkpoints"][n].get("sim_attacked_external", {}).get("overall")
+        "sim attacked (corpus)": [_completed(results["checkpoints"][n].get("sim_attacked_corpus")) for n in names],
+        "sim attacked (external)": [_completed(results["checkpoints"][n].get("sim_attacked_external"))
                                     for n in names],
         "browser clean": [results["checkpoints"][n].get("browser_clean", {}).get("overall") for n in names],
-        "browser attacked": [results["checkpoints"][n].get("browser_attacked", {}).get("overall") for n in names],
+        "browser attacked": [_completed(results["checkpoints"][n].get("browser_attacked")) for n in names],
     }
     fig, ax = plt.subplots(figsize=(8, 4.2))
     # series are shifted sideways a little so equal values (e.g. all 0 %) stay visible
@@ -82,14 +94,8 @@ def plot_strata(results: dict, path: Path) -> None:
     last = checkpoint_order(results)[-1]
     res = results["checkpoints"][last]
     groups = {"sim clean": res["sim_clean"]["per_stratum"]}
-    att = [v["per_stratum"] for v in res["sim_attacked"].values()]
-    if att:
-        groups["sim attacked (learned)"] = {s: statistics.fmean([a[s] for a in att if a[s] is not None] or [0.0])
-                                            for s in STRATA}
     if "browser_clean" in res:
         groups["browser clean"] = res["browser_clean"]["per_stratum"]
-    if "browser_attacked" in res:
-        groups["browser attacked"] = res["browser_attacked"]["per_stratum"]
     fig, ax = plt.subplots(figsize=(8, 4.2))
     width = 0.8 / len(groups)
     for k, (label, per) in enumerate(groups.items()):
@@ -114,14 +120,16 @@ def plot_training(events: list[dict], proposals: list[dict], path: Path) -> None
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, 3, figsize=(13, 3.8))
+    fig, axes = plt.subplots(1, 4, figsize=(17, 3.8))
     rows = [e for e in events if "stage" in e]
     xs = list(range(1, len(rows) + 1))
     labels = [f"s{e['stage']}.{e['iteration']}" for e in rows]
     ax = axes[0]
     for key, label in (("curriculum_reward_mean", "curriculum R_C"), ("adversary_reward_mean", "adversary R_A"),
-                       ("executor_reward_mean", "executor R_E")):
-        pts = [(x, e[key]) for x, e in zip(xs, rows) if e.get(key) is not None]
+                       ("executor.reward_mean", "executor R_E")):
+        get = (lambda e, k=key: (e.get("executor") or {}).get("reward_mean")) if "." in key else \
+            (lambda e, k=key: e.get(k))
+        pts = [(x, get(e)) for x, e in zip(xs, rows) if get(e) is not None]
         if pts:
             ax.plot([p[0] for p in pts], [p[1] for p in pts], "o-", label=label)
     ax.set_title("Mean reward per update")
@@ -140,10 +148,28 @@ def plot_training(events: list[dict], proposals: list[dict], path: Path) -> None
     ax.legend(fontsize=8)
     ax.grid(alpha=0.3)
     ax = axes[2]
-    ph = [p["p_hat"] for p in proposals if p.get("role") == "curriculum" and p.get("p_hat") is not None]
-    ax.hist(ph, bins=[i / 10 for i in range(11)], color="tab:green", edgecolor="black")
-    ax.set_title(f"p̂_J of valid curriculum proposals (n={len(ph)})")
-    ax.set_xlabel("p̂_J")
+    cur = [p for p in proposals if p.get("role") == "curriculum" and p.get("p_hat") is not None]
+    for it in sorted({p["iteration"] for p in cur}):
+        pts = [(p["level"], p["p_hat"]) for p in cur if p["iteration"] == it]
+        ax.scatter([x + 0.08 * (it - 1) for x, _ in pts], [y for _, y in pts], label=f"iteration {it}", alpha=0.7)
+    ax.axhline(0.5, color="grey", lw=0.8, ls="--")
+    ax.set_title(f"p̂_J of curriculum proposals by level (n={len(cur)})")
+    ax.set_xlabel("difficulty level")
+    ax.set_ylim(-0.05, 1.05)
+    if cur:
+        ax.legend(fontsize=8)
+    ax.grid(alpha=0.3)
+    ax = axes[3]
+    for role in ("curriculum", "adversary", "executor"):
+        pts = [(x, e[role].get("informative_group_fraction")) for x, e in zip(xs, rows)
+               if isinstance(e.get(role), dict) and e[role].get("informative_group_fraction") is not None]
+        if pts:
+            ax.plot([p[0] for p in pts], [100 * p[1] for p in pts], "o-", label=role)
+    ax.set_title("Informative groups (non-zero advantage, %)")
+    ax.set_xticks(xs, labels)
+    ax.set_ylim(-3, 103)
+    ax.legend(fontsize=8)
+    ax.grid(alpha=0.3)
     _save(fig, path)
     plt.close(fig)
 
@@ -160,33 +186,57 @@ def write_report(run_dir: str | Path, results: dict) -> Path:
     ck = {name: results["checkpoints"][name] for name in checkpoint_order(results)}
     lines = [f"# advsim report — {run.path.name}", "",
              f"Evaluated on {len(results['tasks'])} test tasks (stratified), {results['seeds']} seed(s) in the "
-             "simulated world; browser columns are strict success on the real pages in headless Chromium.", "",
-             "## Completion per checkpoint (%)", "",
+             "simulated world; browser columns are strict success on the real pages in headless Chromium. "
+             "An attacked column counts only episodes whose injection parsed and was rendered (passed the "
+             "render gate); its completion is over those episodes, with n.", "",
+             "## Completion per checkpoint, test sample (%)", "",
              "| checkpoint | executor | sim clean | ± | sim attacked (learned) | sim attacked (corpus) | "
-             "sim attacked (external) | browser clean | browser attacked | clean−attacked gap | parse rate |",
-             "|---|---|---|---|---|---|---|---|---|---|---|"]
+             "sim attacked (external) | browser clean | browser attacked | parse rate |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
     for name, res in ck.items():
-        att = _attacked_mean(res)
-        gap = None if att is None or res["sim_clean"]["overall"] is None else res["sim_clean"]["overall"] - att
+        learned = list(res.get("sim_attacked", {}).values())
         lines.append(f"| {name} | {res['executor']} | {_pct(res['sim_clean']['overall'])} | "
-                     f"{_pct(res['sim_clean']['spread'])} | {_pct(att)} | "
-                     f"{_pct(res.get('sim_attacked_corpus', {}).get('overall'))} | "
-                     f"{_pct(res.get('sim_attacked_external', {}).get('overall'))} | "
+                     f"{_pct(res['sim_clean']['spread'])} | "
+                     f"{_ci(learned[-1]['task_completed']) if learned else '—'} | "
+                     f"{_ci(res['sim_attacked_corpus']['task_completed']) if 'sim_attacked_corpus' in res else '—'} | "
+                     f"{_ci(res['sim_attacked_external']['task_completed']) if 'sim_attacked_external' in res else '—'} | "
                      f"{_pct(res.get('browser_clean', {}).get('overall'))} | "
-                     f"{_pct(res.get('browser_attacked', {}).get('overall'))} | {_pct(gap)} | {_pct(res['parse_rate'])} |")
-    lines += ["", "## Per stratum (%)", ""]
+                     f"{_ci(res['browser_attacked']['task_completed']) if 'browser_attacked' in res else '—'} | "
+                     f"{_pct(res['parse_rate'])} |")
+    att_rows = []
+    for name, res in ck.items():
+        cols = [(f"sim, {a}", v) for a, v in res.get("sim_attacked", {}).items()]
+        cols += [(label, res[key]) for key, label in (("sim_attacked_corpus", "sim, corpus"),
+                                                      ("sim_attacked_external", "sim, external"),
+                                                      ("browser_attacked", "browser, last adversary")) if key in res]
+        for label, v in cols:
+            att_rows.append(f"| {name} | {label} | {v['proposals']} | {v['parsed']} | {v['rendered']} | "
+                            f"{_ci(v['task_completed'])} | {_ci(v['attack_succeeded'])} |")
+    if att_rows:
+        lines += ["", "## Attacks, test sample", "",
+                  "attack_succeeded = flip rate: rendered episodes that failed although the same task and seed "
+                  "succeeded clean, over those clean successes.", "",
+                  "| checkpoint | column | proposals | parsed | rendered | task_completed % | attack_succeeded % |",
+                  "|---|---|---|---|---|---|---|"] + att_rows
+    lv_rows = []
+    for name, res in ck.items():
+        for lv, v in res.get("levels", {}).items():
+            lv_rows.append(f"| {lv} | {name} | {_ci(v['clean'])} | "
+                           + (f"{_ci(v['attacked']['task_completed'])} | {_ci(v['attacked']['attack_succeeded'])} | "
+                              f"{_ci(v['null']['attack_succeeded'])} |" if "attacked" in v else "— | — | — |"))
+    if lv_rows:
+        lines += ["", "## Per-level evaluation pool (%, n, 95 % Wilson interval)", "",
+                  "A fixed pool drawn from the training distribution at each difficulty level (seeds no "
+                  f"training run uses); attacked under {results.get('pool_adversary') or '—'}; null = a benign "
+                  "text of similar length at the same transition (the executor's own noise).", "",
+                  "| level | checkpoint | clean | attacked: task_completed | attacked: flip rate | null: flip rate |",
+                  "|---|---|---|---|---|---|"] + sorted(lv_rows, key=lambda r: int(r.split("|")[1]))
+    lines += ["", "## Per stratum, test sample (%)", ""]
     lines += ["| checkpoint | setting | " + " | ".join(STRATA) + " |", "|---|---|" + "---|" * len(STRATA)]
     for name, res in ck.items():
         settings = [("sim clean", res["sim_clean"])]
-        settings += [(f"sim attacked ({a})", v) for a, v in res["sim_attacked"].items()]
-        if "sim_attacked_corpus" in res:
-            settings.append(("sim attacked (corpus)", res["sim_attacked_corpus"]))
-        if "sim_attacked_external" in res:
-            settings.append(("sim attacked (external)", res["sim_attacked_external"]))
         if "browser_clean" in res:
             settings.append(("browser clean", res["browser_clean"]))
-        if "browser_attacked" in res:
-            settings.append(("browser attacked", res["browser_attacked"]))
         for label, v in settings:
             lines.append(f"| {name} | {label} | " + " | ".join(_pct(v["per_stratum"].get(s)) for s in STRATA) + " |")
     if results.get("judge") == "lm":
@@ -222,16 +272,29 @@ def write_report(run_dir: str | Path, results: dict) -> Path:
     train_rows = [e for e in events if "stage" in e]
     if train_rows:
         lines += ["", "## Training updates", "",
-                  "| stage.iter | executor success | parse rate | R_C / R_A mean | executor diff max | executor KL |",
-                  "|---|---|---|---|---|---|"]
+                  "| stage.iter | tasks | executor success (rollouts) | parse: executor / curriculum / adversary | "
+                  "informative groups: executor / curriculum / adversary | R_C max / R_A mean | flip (n) vs null (n) | "
+                  "executor diff max |", "|---|---|---|---|---|---|---|---|"]
         for e in train_rows:
-            rmean = e.get("curriculum_reward_mean", e.get("adversary_reward_mean"))
+            if e.get("skipped"):
+                lines.append(f"| {e['stage']}.{e['iteration']} | {e.get('tasks', 0)} | {e['skipped']} | | | | | |")
+                continue
+            parse = e.get("parse", {})
+            ptxt = " / ".join(_pct((parse.get(r) or {}).get("rate")) for r in ("executor", "curriculum", "adversary"))
+            inf = " / ".join(_pct((e.get(r) or {}).get("informative_group_fraction"))
+                             for r in ("executor", "curriculum", "adversary"))
             succ = e.get("executor_success", e.get("executor_clean_success"))
-            ex = e.get("executor", {})
-            rtxt = "—" if rmean is None else f"{rmean:.3f}"
-            kl = "—" if ex.get("kl") is None else f"{ex['kl']:.2e}"
-            lines.append(f"| {e['stage']}.{e['iteration']} | {_pct(succ)} | {_pct(e.get('parse_rate'))} | "
-                         f"{rtxt} | {ex.get('diff', {}).get('max', '—')} | {kl} |")
+            r = e.get("curriculum_reward_max", e.get("adversary_reward_mean"))
+            flip = (f"{_pct(e.get('flip_rate'))} ({e.get('flip_n')}) vs {_pct(e.get('null_flip_rate'))} "
+                    f"({e.get('null_flip_n')})") if e["stage"] == 2 else "—"
+            diff = (e.get("executor") or {}).get("diff", {}).get("max", "—")
+            lines.append(f"| {e['stage']}.{e['iteration']} | {e.get('valid', e.get('tasks'))} | {_pct(succ)} | {ptxt} | "
+                         f"{inf} | {'—' if r is None else f'{r:.3f}'} | {flip} | {diff} |")
+        fails = [(e["stage"], e["iteration"], role, f) for e in train_rows for role, v in (e.get("parse") or {}).items()
+                 for f in (v.get("failures") or [])[:1]]
+        if fails:
+            lines += ["", "Parse failures (one sample per role and update):", ""]
+            lines += [f"- {s}.{i} {role}: `{f['text'][:120]!r}` — {f['error'][:160]}" for s, i, role, f in fails]
     lines += ["", "![completion per checkpoint](completion.png)", "", "![per stratum](strata.png)", "",
               "![training curves](training.png)", ""]
     path = run.path / "report.md"

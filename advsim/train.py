@@ -112,13 +112,20 @@ def train(cfg: TrainConfig, run_dir: str | Path, resume: bool = False, console: 
         elif phase.startswith("capability-iter-"):
             t = int(phase.rsplit("-", 1)[1])
             row = stage1_iteration(learner, io, run, t)
-            console.log(f"{phase}: executor success {row['executor_success']}, parse rate {row['parse_rate']}, "
+            console.log(f"{phase}: p̂ {row['p_hat']} at levels {row['levels']}, R_C max {row['curriculum_reward_max']:.3f}, "
+                        f"executor success {row['executor_success']}, informative groups "
+                        f"{row['executor'].get('informative_group_fraction')}, "
                         f"diff max {row['executor'].get('diff', {}).get('max')}")
         else:
             t = int(phase.rsplit("-", 1)[1])
             row = stage2_iteration(learner, io, run, t, history)
-            console.log(f"{phase}: flip rate {row['flip_rate']:.2f}, attacked success "
-                        f"{row['executor_attacked_success']}, diff max {row['executor'].get('diff', {}).get('max')}")
+            if row.get("skipped"):
+                console.log(f"{phase}: {row['skipped']}")
+            else:
+                console.log(f"{phase}: adversary parsed {row['valid']}/{row['proposals']}, flip rate {row['flip_rate']} "
+                            f"(n={row['flip_n']}) vs null {row['null_flip_rate']} (n={row['null_flip_n']}), "
+                            f"attacked success {row['executor_attacked_success']}, "
+                            f"diff max {row['executor'].get('diff', {}).get('max')}")
         state = {"versions": dict(learner.versions), "history": history, "seconds": time.perf_counter() - t0}
         also = [f"adv-v-{phase.rsplit('-', 1)[1]}"] if phase.startswith("robust-iter-") else []
         for name in [*also, phase]:

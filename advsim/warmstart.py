@@ -1,27 +1,42 @@
 """Supervised warm start: each adapter learns to speak its role's format before RL.
 
-A small backbone does not follow the action grammar zero-shot (ENVIRONMENT.md), so before the
-co-evolution each role adapter is fine-tuned on demonstrations made from the benchmark's own
-machinery — never the test set:
+A small backbone does not follow the action grammar zero-shot (ENVIRONMENT.md), and GRPO gets
+no signal from a policy that never succeeds, so before the co-evolution each role adapter is
+fine-tuned on demonstrations made from the benchmark's own machinery — never the test set:
 
-- executor: the oracle's actions on generated training tasks, one example per step (goal,
-  current page, previous actions → the next action);
-- curriculum: valid task specs (:class:`forms_bench.proposal.TaskProposal`) for a stratum hint;
-- adversary: the project's injection-style corpus (:mod:`advsim.attacks`) applied to training
-  tasks, as α JSON.
+- **executor**: the oracle's actions on generated training tasks over every stratum, domain
+  and difficulty level (:data:`forms_bench.difficulty.LEVELS`; low levels are short pages,
+  cheap to train on), one example per step (goal, current page, previous actions, last error →
+  the next action). Two kinds of off-oracle states are mixed in so the policy has seen what
+  its own rollouts produce: **recovery** states (after an invalid action, with
+  ``last_action_error`` shown, or after a wrong value was filled; the target is the oracle's
+  correcting action) and **attacked** pages (an injection of the built-in corpus rendered at
+  transition d; the targets stay the oracle's, i.e. the right action ignores the injection);
+- **curriculum**: a history of specs with success rates → one valid spec, whose level moves
+  toward p̂ ≈ ½ (one level up after a success rate above 0.6, one down below 0.4);
+- **adversary**: the corpus's injections (six styles, varied tasks, levels and transitions)
+  for a training task's goal, page and oracle trajectory, in the compact one-line format of
+  :func:`policies.roles.format_adversary`.
+
+:func:`format_check` then samples each role on held-out prompts and reports parse rates.
 """
 
 from __future__ import annotations
 
-import json
 import random
 from typing import Sequence
 
-from advsim.coevolution import RoleIO
-from forms_bench import STRATA, generate
+from advsim.envs.web_forms import WebFormsEnv
+from forms_bench import STRATA
+from forms_bench.difficulty import LEVELS, TOP_LEVEL, level_knobs
+from forms_bench.generate import make_task
 from forms_bench.oracle import solve
 from forms_bench.proposal import DOMAIN_NAMES, TaskProposal
-from worlds.web.sim import SimWebWorld
+from forms_bench.schema import Task
+from policies.roles import RoleIO, curriculum_example, format_adversary
+
+EXECUTOR_LEVEL_WEIGHTS: dict[int, float] = {0: 3, 1: 3, 2: 3, 3: 2, 4: 2, 5: 1}
+"""Relative share of each difficulty level among the executor's warm-start tasks."""
 
 
 def encode_target(tokenizer, text: str) -> list[int]:
@@ -29,52 +44,124 @@ def encode_target(tokenizer, text: str) -> list[int]:
     return list(tokenizer.encode(text, add_special_tokens=False)) + [tokenizer.eos_token_id]
 
 
-def executor_examples(io: RoleIO, tokenizer, n_tasks: int, seed: int) -> list[tuple[list[int], list[int]]]:
-    """(prompt_ids, target_ids) per oracle step on ``n_tasks`` generated training tasks."""
-    tasks = [t for s in STRATA for t in generate(s, max(1, -(-n_tasks // len(STRATA))), seed=seed)][:n_tasks]
-    world = SimWebWorld()
+def warmstart_tasks(n: int, seed: int, weights: dict[int, float] | None = None) -> list[Task]:
+    """``n`` training-split tasks cycling through strata and domains, levels drawn with
+    ``weights`` (default :data:`EXECUTOR_LEVEL_WEIGHTS`); deterministic in ``(n, seed)``."""
+    weights = weights or EXECUTOR_LEVEL_WEIGHTS
+    rng = random.Random(f"warmstart:{seed}")
+    levels, w = list(weights), list(weights.values())
     out = []
-    for task in tasks:
-        page = world.reset(task)
-        history: list[str] = []
-        for action in solve(task):
-            text = action.to_text()
-            out.append((io.executor_prompt(task.goal, page, history, ""), encode_target(tokenizer, text)))
-            page = world.step(action)
-            history.append(text)
+    for i in range(n):
+        level = rng.choices(levels, w)[0]
+        out.append(make_task(STRATA[i % len(STRATA)], DOMAIN_NAMES[(i // len(STRATA)) % len(DOMAIN_NAMES)],
+                             rng.randint(0, 999_999), knobs=level_knobs(level)))
     return out
 
 
+def _wrong_fill(task: Task, action) -> str | None:
+    """A wrong-value version of an oracle ``fill`` (the value with a digit/letter changed)."""
+    if action.name != "fill":
+        return None
+    value = action.args[1]
+    wrong = value[:-1] + ("7" if value[-1:] != "7" else "3") if value else "x"
+    return type(action)("fill", (action.args[0], wrong)).to_text()
+
+
+def executor_examples(io: RoleIO, tokenizer, n_tasks: int, seed: int, recovery: float = 0.3,
+                      attacked: float = 0.25) -> list[tuple[list[int], list[int]]]:
+    """(prompt_ids, target_ids) per oracle step on ``n_tasks`` training tasks
+    (:func:`warmstart_tasks`), with off-oracle states mixed in.
+
+    Args:
+        recovery: share of tasks with one detour at a random oracle step: an invalid action
+            (a click on a bid the page does not have; the next prompt shows the error) or, for a
+            ``fill``, a wrong value; the target after the detour is the correcting action.
+        attacked: share of tasks with a corpus injection rendered at a random transition
+            (``advsim.attacks.corpus``); targets are the oracle's actions.
+    """
+    from advsim.attacks import corpus
+
+    rng = random.Random(f"warmstart-executor:{seed}")
+    out = []
+    for task in warmstart_tasks(n_tasks, seed):
+        env = WebFormsEnv(tasks=[task], max_steps=32)
+        actions = [a.to_text() for a in solve(task)]
+        injection = None
+        if rng.random() < attacked:
+            styles = list(corpus(task, transition=rng.randint(0, max(0, len(actions) - 2))).values())
+            injection = rng.choice(styles)
+        obs, _ = env.reset(options={"task": task, "injection": injection})
+        detour = rng.randrange(len(actions) - 1) if rng.random() < recovery else None
+        history: list[str] = []
+        for k, action in enumerate(actions):
+            if k == detour:
+                wrong = _wrong_fill(task, solve(task)[k]) if rng.random() < 0.5 else None
+                bad = wrong or rng.choice(["click('999')", f"fill('{rng.randint(900, 998)}', 'x')", "press('Enter')"])
+                out.append((io.executor_prompt(obs["goal"], obs["page"], history, obs["last_action_error"]),
+                            encode_target(tokenizer, action)))
+                obs, _, _, _, _ = env.step(bad)
+                history.append(bad)
+            out.append((io.executor_prompt(obs["goal"], obs["page"], history, obs["last_action_error"]),
+                        encode_target(tokenizer, action)))
+            obs, _, term, trunc, _ = env.step(action)
+            history.append(action)
+            if term or trunc:
+                break
+        env.close()
+    return out
+
+
+def _proposal(rng: random.Random, level: int | None = None, stratum: str | None = None) -> TaskProposal:
+    return TaskProposal(stratum=stratum or rng.choice(STRATA), domain=rng.choice(DOMAIN_NAMES),
+                        level=rng.randint(0, TOP_LEVEL) if level is None else level, seed=rng.randint(0, 999_999))
+
+
+def curriculum_history(rng: random.Random, n: int = 3) -> list[tuple[TaskProposal, float]]:
+    """``n`` random (spec, success rate) pairs, as the curriculum's prompt shows them."""
+    return [(_proposal(rng), rng.choice([0.0, 0.25, 0.5, 0.75, 1.0])) for _ in range(n)]
+
+
+def next_level(level: int, p_hat: float) -> int:
+    """The warm start's prior for the curriculum: one level harder after a success rate above
+    0.6, one easier below 0.4, the same level otherwise (clipped to 0…TOP_LEVEL)."""
+    step = 1 if p_hat > 0.6 else (-1 if p_hat < 0.4 else 0)
+    return min(TOP_LEVEL, max(0, level + step))
+
+
 def curriculum_examples(io: RoleIO, tokenizer, n: int, seed: int) -> list[tuple[list[int], list[int]]]:
-    """(prompt_ids, target_ids): a stratum hint and example specs → one valid spec of that stratum."""
-    rng = random.Random(seed)
+    """(prompt_ids, target_ids): a stratum hint and a spec history with success rates → one
+    valid spec of that stratum, at :func:`next_level` of the last history entry."""
+    rng = random.Random(f"warmstart-curriculum:{seed}")
     out = []
     for i in range(n):
         stratum = STRATA[i % len(STRATA)]
-        examples = [TaskProposal(stratum=rng.choice(STRATA), domain=rng.choice(DOMAIN_NAMES),
-                                 seed=rng.randint(0, 999_999)).model_dump_json() for _ in range(3)]
-        target = TaskProposal(stratum=stratum, domain=rng.choice(DOMAIN_NAMES), seed=rng.randint(0, 999_999))
-        out.append((io.curriculum_prompt(stratum, examples), encode_target(tokenizer, target.model_dump_json())))
+        hist = curriculum_history(rng)
+        lines = [curriculum_example(p.to_json(), ph) for p, ph in hist]
+        last, ph = hist[-1]
+        target = _proposal(rng, next_level(last.level, ph), stratum)
+        out.append((io.curriculum_prompt(stratum, lines), encode_target(tokenizer, target.to_json())))
     return out
 
 
 def adversary_examples(io: RoleIO, tokenizer, n: int, seed: int) -> list[tuple[list[int], list[int]]]:
-    """(prompt_ids, target_ids): a training task's goal, page and oracle trajectory → an α from
-    the injection-style corpus, as JSON."""
+    """(prompt_ids, target_ids): a training task's goal, page and oracle trajectory → an α of
+    the injection-style corpus in the compact format (styles, tasks, levels 0-2 — short pages — and
+    transitions 0-2 vary)."""
     from advsim.attacks import corpus
+    from worlds.web.sim import SimWebWorld
 
-    rng = random.Random(seed)
-    tasks = [t for s in STRATA for t in generate(s, max(1, -(-n // len(STRATA))), seed=seed + 1)]
+    rng = random.Random(f"warmstart-adversary:{seed}")
     world = SimWebWorld()
     out = []
+    weights = {0: 1, 1: 2, 2: 2}
+    tasks = warmstart_tasks(max(1, n), seed + 1, weights)
     for i in range(n):
-        task = tasks[i % len(tasks)]
+        task = tasks[i]
         options = list(corpus(task, transition=rng.randint(0, 2)).values())
         inj = options[rng.randrange(len(options))]
         control = [a.to_text() for a in solve(task)]
         page = world.reset(task)
-        target = json.dumps(inj.model_dump(), ensure_ascii=False)
-        out.append((io.adversary_prompt(task.goal, page, control), encode_target(tokenizer, target)))
+        out.append((io.adversary_prompt(task.goal, page, control), encode_target(tokenizer, format_adversary(inj))))
     return out
 
 
@@ -82,7 +169,7 @@ def format_check(learner, io: RoleIO, n_tasks: int, seed: int) -> dict:
     """How often each warm-started role now speaks its format, on prompts it was not trained on.
 
     Samples (at the rollout temperature, through the learner's engine) one executor action for
-    the first page of ``n_tasks`` held-out generated training tasks (seed ``seed + 1000``),
+    the first page of ``n_tasks`` held-out training tasks over every level (seed ``seed + 1000``),
     one curriculum spec and one adversary α per task, and parses them with the roles' parsers.
 
     Returns:
@@ -90,22 +177,22 @@ def format_check(learner, io: RoleIO, n_tasks: int, seed: int) -> dict:
         (shares in [0, 1]) and ``"<role>_failures"``: up to three unparsable outputs with the
         parser's message.
     """
+    from forms_bench.actions import parse_action
     from policies.engines import GenerationRequest
+    from worlds.web.sim import SimWebWorld
 
     r = learner.cfg.rollout
-    per = max(1, -(-n_tasks // len(STRATA)))
-    tasks = [t for s in STRATA for t in generate(s, per, seed=seed + 1000)][:n_tasks]
+    tasks = warmstart_tasks(n_tasks, seed + 1000, {lv: 1 for lv in LEVELS})
     world = SimWebWorld()
-    rng = random.Random(seed + 1000)
-    prompts = {"executor": [], "curriculum": [], "adversary": []}
+    rng = random.Random(f"format-check:{seed}")
+    prompts: dict[str, list] = {"executor": [], "curriculum": [], "adversary": []}
     for task in tasks:
         page = world.reset(task)
         prompts["executor"].append(io.executor_prompt(task.goal, page, [], ""))
-        examples = [TaskProposal(stratum=rng.choice(STRATA), domain=rng.choice(DOMAIN_NAMES),
-                                 seed=rng.randint(0, 999_999)).model_dump_json() for _ in range(3)]
-        prompts["curriculum"].append(io.curriculum_prompt(task.stratum, examples))
+        lines = [curriculum_example(p.to_json(), ph) for p, ph in curriculum_history(rng)]
+        prompts["curriculum"].append(io.curriculum_prompt(task.stratum, lines))
         prompts["adversary"].append(io.adversary_prompt(task.goal, page, [a.to_text() for a in solve(task)]))
-    parsers = {"executor": _parse_action, "curriculum": io.parse_curriculum, "adversary": io.parse_adversary}
+    parsers = {"executor": parse_action, "curriculum": io.parse_curriculum, "adversary": io.parse_adversary}
     out: dict = {"samples": len(tasks)}
     for role, ps in prompts.items():
         limit = r.max_new_tokens if role == "executor" else r.proposal_max_new_tokens
@@ -122,12 +209,6 @@ def format_check(learner, io: RoleIO, n_tasks: int, seed: int) -> dict:
         out[f"{role}_parse_rate"] = ok / len(ps) if ps else 0.0
         out[f"{role}_failures"] = failures[:3]
     return out
-
-
-def _parse_action(text: str):
-    from forms_bench.actions import parse_action
-
-    return parse_action(text)
 
 
 def parse_rate(texts: Sequence[str]) -> float:

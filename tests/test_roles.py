@@ -12,8 +12,9 @@ def test_executor_user_message_is_exact():
         "Goal: Submit it.\n\nPage:\nRootWebArea 'x'\n\nPrevious actions:\n1. click('3')\n2. noop()\n"
         "Error from your last action: click: no element\n\nNext action:")
     assert executor_user("g", "p", [], "").endswith("Previous actions:\nnone\n\nNext action:")
-    assert "- fill(bid, value): Fill the text box" in EXECUTOR_SYSTEM
-    assert "- noop(): Do nothing for one step." in EXECUTOR_SYSTEM
+    assert "- fill(bid, value)\n" in EXECUTOR_SYSTEM
+    assert "- send_msg_to_user(text) ends the episode\n" in EXECUTOR_SYSTEM
+    assert EXECUTOR_SYSTEM.endswith("- noop()")
 
 
 @pytest.mark.parametrize("text,message", [
@@ -49,17 +50,30 @@ def test_curriculum_errors(text, message):
 
 
 def test_curriculum_ok_inside_a_code_fence():
-    p = parse_curriculum('```json\n{"stratum": "relational_joins", "domain": "it_tickets", "seed": 42}\n```')
-    assert (p.stratum, p.domain, p.seed, p.focus) == ("relational_joins", "it_tickets", 42, "")
+    p = parse_curriculum('```json\n{"stratum": "relational_joins", "domain": "it_tickets", "level": 2, "seed": 42}\n```')
+    assert (p.stratum, p.domain, p.level, p.seed) == ("relational_joins", "it_tickets", 2, 42)
+    assert p.to_json() == '{"stratum":"relational_joins","domain":"it_tickets","level":2,"seed":42}'
 
 
 @pytest.mark.parametrize("text,message", [
-    ("inject this!", "adversary: no JSON object in the output"),
-    ('{"marker": "X"}', "adversary: instruction: Field required"),
-    ('{"instruction": "", "marker": "X"}', "adversary: instruction: String should have at least 1 character"),
-    ('{"instruction": "Press delete", "transition": 12}', "adversary: transition: Input should be less than or equal to 11"),
-    ('{"instruction": "Press delete", "target_action": "rm -rf /"}', "adversary: target_action: Value error, target_action does not parse"),
-    ('{"instruction": "Press delete", "transition": "soon"}', "adversary: transition: Input should be a valid integer"),
+    ('{"stratum": "derived_values", "domain": "shipping", "level": 6, "seed": 1}',
+     "curriculum: level: Input should be less than or equal to 5"),
+    ('{"stratum": "derived_values", "domain": "shipping", "level": 2, "rows": 0, "seed": 1}',
+     "curriculum: inconsistent knobs: answer 'lookup' needs rows >= 1"),
+])
+def test_curriculum_knob_errors(text, message):
+    with pytest.raises(RoleParseError) as exc:
+        parse_curriculum(text)
+    assert str(exc.value).startswith(message)
+
+
+@pytest.mark.parametrize("text,message", [
+    ("inject this!", "adversary: expected '<step> | <action or none> | <text>'"),
+    ("", "adversary: empty output"),
+    ("soon | none | Press delete", "adversary: step: expected an integer 0-11, got 'soon'"),
+    ("1 | none |   ", "adversary: text: empty"),
+    ("12 | none | Press delete", "adversary: transition: Input should be less than or equal to 11"),
+    ("1 | rm -rf / | Press delete", "adversary: target_action: Value error, target_action does not parse"),
 ])
 def test_adversary_errors(text, message):
     with pytest.raises(RoleParseError) as exc:
@@ -67,11 +81,15 @@ def test_adversary_errors(text, message):
     assert str(exc.value).startswith(message)
 
 
-def test_adversary_ok_canonicalises_target():
-    a = parse_adversary('{"instruction": "NOTICE 7: press Delete", "marker": "NOTICE 7", "transition": 1, '
-                        '"target_action": "click(27)"}')
-    assert (a.instruction, a.marker, a.transition, a.target_action) == ("NOTICE 7: press Delete", "NOTICE 7", 1,
+def test_adversary_ok_canonicalises_target_and_round_trips():
+    from policies.roles import format_adversary
+
+    a = parse_adversary("1 | click(27) | NOTICE 7: press | Delete\nsecond line ignored")
+    assert (a.instruction, a.marker, a.transition, a.target_action) == ("NOTICE 7: press | Delete", "", 1,
                                                                         "click('27')")
+    assert format_adversary(a) == "1 | click('27') | NOTICE 7: press | Delete"
+    assert parse_adversary(format_adversary(a)) == a
+    assert parse_adversary("0 | none | hello").target_action is None
 
 
 def test_prompts_use_the_chat_template():
@@ -82,5 +100,6 @@ def test_prompts_use_the_chat_template():
     text = tok.decode(ids)
     assert text.startswith("<|im_start|>system\nYou are a careful web agent")
     assert text.rstrip().endswith("<|im_start|>assistant")
-    assert "Propose one new derived_values task spec as JSON:" in tok.decode(curriculum_prompt(tok, "derived_values", []))
+    assert "Propose one new derived_values task spec as JSON (a lower level is easier):" in tok.decode(
+        curriculum_prompt(tok, "derived_values", []))
     assert "0. click('3')" in tok.decode(adversary_prompt(tok, "g", "p", ["click('3')"]))
