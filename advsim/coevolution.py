@@ -41,7 +41,6 @@ from advsim.rewards import (adversary_reward, cluster_sizes, curriculum_reward, 
                             executor_reward, group_normalize, repeat_counts)
 from advsim.rollout import Episode, EpisodeSpec, run_episodes
 from forms_bench import STRATA
-from forms_bench.difficulty import TOP_LEVEL
 from forms_bench.injection import Injection
 from forms_bench.proposal import DOMAIN_NAMES, TaskProposal, instantiate, task_text
 from forms_bench.schema import Task
@@ -134,18 +133,29 @@ def _executor_parse(eps: Sequence[Episode]) -> dict[str, Any]:
 # stage 1
 # ------------------------------------------------------------------------------------------
 
-def curriculum_history(run, n: int, rng: random.Random) -> list[str]:
-    """The curriculum's context: its last ``n`` valid stage-1 proposals with their p̂, from
-    ``proposals.jsonl``; before any exists, ``n`` random specs spread over the levels, marked
-    untested."""
+def curriculum_history(learner, io: RoleIO, run, t: int, rng: random.Random) -> list[str]:
+    """The curriculum's context: its last ``stage1.history`` valid stage-1 proposals (probes
+    included) with their p̂, from ``proposals.jsonl``.
+
+    Before any exists (the first iteration), the current executor is **probed**: one random
+    spec per level in ``stage1.probe_levels``, run K times, logged as ``role: "probe"`` rows —
+    so the curriculum starts from measured success rates, not from untested guesses."""
+    s1 = learner.cfg.stage1
     rows = [r for r in run.read("proposals.jsonl") if r.get("stage") == 1 and r.get("proposal")]
-    lines = [curriculum_example(TaskProposal.model_validate(r["proposal"]).to_json(), r.get("p_hat"))
-             for r in rows[-n:]]
-    if lines:
-        return lines
-    levels = [round(i * TOP_LEVEL / max(1, n - 1)) for i in range(n)]
-    return [curriculum_example(TaskProposal(stratum=rng.choice(STRATA), domain=rng.choice(DOMAIN_NAMES), level=lv,
-                                            seed=rng.randint(0, 999_999)).to_json(), None) for lv in levels]
+    if not rows and s1.probe_levels:
+        probes = [TaskProposal(stratum=rng.choice(STRATA), domain=rng.choice(DOMAIN_NAMES), level=lv,
+                               seed=rng.randint(0, 999_999)) for lv in s1.probe_levels]
+        tasks = [instantiate(p) for p in probes]
+        K = s1.control_runs
+        eps = _episodes(learner, io, [EpisodeSpec(task) for task in tasks for _ in range(K)], _seed(learner.cfg, 1, t, 9))
+        rows = [{"stage": 1, "iteration": t, "role": "probe", "text": p.to_json(),
+                 "proposal": p.model_dump(exclude_none=True), "task_id": task.id, "level": p.level, "valid": True,
+                 "error": "", "p_hat": sum(e.success for e in eps[k * K:(k + 1) * K]) / K, "reward": None}
+                for k, (p, task) in enumerate(zip(probes, tasks))]
+        run.log("proposals.jsonl", rows)
+        run.log("trajectories.jsonl", [{"stage": 1, "iteration": t, "kind": "probe", **e.to_row()} for e in eps])
+    return [curriculum_example(TaskProposal.model_validate(r["proposal"]).to_json(), r.get("p_hat"))
+            for r in rows[-s1.history:]]
 
 
 def stage1_iteration(learner, io: RoleIO, run, t: int) -> dict[str, Any]:
@@ -154,7 +164,7 @@ def stage1_iteration(learner, io: RoleIO, run, t: int) -> dict[str, Any]:
     rng = random.Random(_seed(cfg, 1, t, 0))
 
     # collect: proposals -> tasks -> K control runs each -> p̂
-    lines = curriculum_history(run, s1.history, rng)
+    lines = curriculum_history(learner, io, run, t, rng)
     hints = [STRATA[(i + t) % len(STRATA)] for i in range(s1.proposals)]
     gens = _propose(learner, [io.curriculum_prompt(h, lines) for h in hints], "curriculum", _seed(cfg, 1, t, 1))
     proposals, errors = _parse_all(gens, io.parse_curriculum)
@@ -218,8 +228,8 @@ def _stage2_candidates(run, cfg, rng: random.Random, n: int) -> list[Task]:
     """Tasks to attack: the curriculum's stage-1 tasks with p̂ ≥ η (most recent first), then
     fresh tasks of the same stratum, domain and level (new seeds), up to ``n``."""
     s2 = cfg.stage2
-    rows = [r for r in run.read("proposals.jsonl")
-            if r.get("stage") == 1 and r.get("proposal") and r.get("p_hat") is not None and r["p_hat"] >= s2.eta]
+    rows = [r for r in run.read("proposals.jsonl") if r.get("stage") == 1 and r.get("proposal")
+            and r.get("p_hat") is not None and r["p_hat"] >= s2.eta]
     props = [TaskProposal.model_validate(r["proposal"]) for r in reversed(rows)]
     out, seen = [], set()
     for p in props:

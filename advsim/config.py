@@ -77,6 +77,8 @@ class Stage1Config:
     rollouts_per_task: int = _f(4, "G: executor rollouts per task for the executor update (≥ 2: a group "
                                    "of one has zero advantage).", ge=2)
     history: int = _f(6, "Recent proposals (with their p̂) shown in the curriculum's prompt.", ge=1)
+    probe_levels: list[int] = _f([0, 1, 2, 3, 4, 5], "Before the first proposal, one spec per level here is run "
+                                 "K times so the curriculum's prompt starts from measured p̂ ([] = no probe).")
     executor_pool: int = _f(8, "Tasks in the executor's pool per iteration (top proposals by R_C).", ge=1)
     lambda_c: float = _f(0.5, "λ_C, repetition-penalty weight of R_C.", ge=0)
     cluster_threshold: float = _f(0.5, "Lexical-similarity threshold of the repetition clusters.", ge=0, le=1)
@@ -120,13 +122,15 @@ class EvalConfig:
                              ge=0)
     attacked_pool: bool = _f(True, "Also run the per-level pool under the last learned adversary and under "
                                    "the null (benign) injection.")
+    attacked_levels: Optional[list[int]] = _f(None, "Levels of the pool run attacked (None = every pool level).")
 
 
 @dataclass(config=_STRICT)
 class TrainConfig:
     """Everything a run needs. Sections: model, optim, warmstart, stage1, stage2, rollout, eval."""
 
-    name: str = _f("run", "Run name (the run directory is runs/<name> unless given).")
+    name: str = _f("run", "Run name (the run directory is runs/<name> unless given): letters, digits, '.', "
+                   "'_' and '-', no path separators.", pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
     seed: int = _f(0, "Global seed: every sample, shuffle and proposal derives from it.")
     stages: list[int] = _f([1, 2], "Stages to run: [1], [2] or [1, 2].")
     model: ModelConfig = _f(None, "Backbone, engine and adapters.", )
@@ -146,12 +150,79 @@ class TrainConfig:
         bad = [s for s in self.stages if s not in (1, 2)]
         if bad or not self.stages:
             raise ValueError(f"stages: expected a non-empty subset of [1, 2], got {self.stages}")
+        _check_backbone(self.model.backbone)
+        for field_name in ("max_new_tokens", "proposal_max_new_tokens"):
+            if getattr(self.rollout, field_name) >= self.model.max_model_len:
+                raise ValueError(f"rollout.{field_name}: {getattr(self.rollout, field_name)} must be below "
+                                 f"model.max_model_len ({self.model.max_model_len}), or no prompt fits")
+        mem_gib = _memory_gib()
+        if mem_gib is not None and self.model.kv_cache_gib > mem_gib:
+            raise ValueError(f"model.kv_cache_gib: {self.model.kv_cache_gib} GiB is more than this machine's "
+                             f"memory ({mem_gib} GiB)")
+        _check_tasks_spec(self.eval.tasks)
+        bad_levels = [lv for lv in self.eval.levels if not 0 <= lv <= 5]
+        if bad_levels:
+            raise ValueError(f"eval.levels: {bad_levels} outside the difficulty levels 0-5")
         mix = self.stage2.mix_fresh + self.stage2.mix_history + self.stage2.mix_clean
         if abs(mix - 1.0) > 1e-9:
             raise ValueError(f"stage2.mix_fresh + mix_history + mix_clean must be 1, got {mix}")
 
     def to_dict(self) -> dict:
         return asdict(self)
+
+
+BACKBONES = ("smollm2-135m-instruct", "tiny")
+"""Backbone names known without a path (anything else must be a local checkpoint folder)."""
+
+
+def _check_backbone(name: str) -> None:
+    if name in BACKBONES:
+        return
+    p = Path(name).expanduser()
+    if not (p.is_dir() and (p / "config.json").exists()):
+        raise ValueError(f"model.backbone: {name!r} is neither one of {', '.join(BACKBONES)} nor a local Hugging "
+                         "Face checkpoint folder with a config.json (nothing is downloaded from a model hub)")
+
+
+def _check_tasks_spec(spec: str) -> None:
+    if spec == "all":
+        return
+    if spec.startswith("sample:"):
+        n = spec.split(":", 1)[1]
+        if not n.isdigit() or int(n) < 1:
+            raise ValueError(f"eval.tasks: {spec!r}: expected sample:N with N a positive integer")
+        return
+    ids = [x.strip() for x in spec.split(",") if x.strip()]
+    if not ids or any(not x.replace("-", "").replace("_", "").isalnum() for x in ids):
+        raise ValueError(f"eval.tasks: {spec!r}: expected 'all', 'sample:N' or comma-separated test task ids")
+
+
+def _memory_gib() -> int | None:
+    import os
+
+    try:
+        return int(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30)
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """YAML loader that rejects a key written twice in one mapping (PyYAML keeps the last)."""
+
+
+def _no_duplicates(loader, node, deep=False):
+    seen = set()
+    for key_node, _ in node.value:
+        key = loader.construct_object(key_node, deep=deep)
+        if key in seen:
+            raise yaml.constructor.ConstructorError(None, None, f"duplicate key {key!r}", key_node.start_mark)
+        seen.add(key)
+    return loader.construct_mapping(node, deep)
+
+
+_UniqueKeyLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _no_duplicates)
+
+SECTIONS = ("model", "optim", "warmstart", "stage1", "stage2", "rollout", "eval")
 
 
 class ConfigError(ValueError):
@@ -181,14 +252,27 @@ def config_from_dict(data: dict) -> TrainConfig:
 def load_config(path: str | Path) -> TrainConfig:
     """Read and validate a YAML config file (see :func:`config_from_dict`).
 
+    A file must write out every section (``model``, ``optim``, ``warmstart``, ``rollout``,
+    ``eval`` and the ``stageN`` of each stage it runs): a missing section would silently bring
+    in paper-scale defaults. A key written twice is an error (YAML would keep the last).
+
     Raises:
-        ConfigError: unreadable YAML, or a field that is unknown or of the wrong type.
+        ConfigError: unreadable YAML, a duplicated key, a missing section, or a field that is
+            unknown, of the wrong type or out of range — before any work is done.
     """
     path = Path(path)
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+        data = yaml.load(path.read_text(encoding="utf-8"), Loader=_UniqueKeyLoader) or {}
     except (OSError, yaml.YAMLError) as exc:
         raise ConfigError(f"{path}: {exc}") from None
+    if isinstance(data, dict):
+        stages = data.get("stages", [1, 2])
+        needed = [s for s in SECTIONS if s not in ("stage1", "stage2")]
+        needed += [f"stage{k}" for k in (1, 2) if isinstance(stages, list) and k in stages]
+        missing = [s for s in needed if s not in data]
+        if missing:
+            raise ConfigError(f"missing section(s) {', '.join(missing)}: a config file writes out every section "
+                              "its stages use (defaults are paper-scale; see configs/paper.yaml)")
     return config_from_dict(data)
 
 

@@ -239,8 +239,10 @@ def evaluate(run_dir: str | Path, tasks: str = "sample:2", seeds: int = 1, brows
                                "order": list(executors), "checkpoints": {}}
     pool = eval_pool(cfg.eval.levels, cfg.eval.pool_per_level) if cfg.eval.pool_per_level else {}
     last_adv = adversaries[-1] if adversaries else None
+    att_levels = cfg.eval.levels if cfg.eval.attacked_levels is None else cfg.eval.attacked_levels
     pool_alphas = ({lv: learned_injections(learner, io, ts, f"adversary@{versions(last_adv)['adversary']}", 9_101 + lv)
-                    for lv, ts in pool.items()} if pool and last_adv and cfg.eval.attacked_pool else {})
+                    for lv, ts in pool.items() if lv in att_levels}
+                   if pool and last_adv and cfg.eval.attacked_pool else {})
     if pool:
         results["pool"] = {str(lv): [t.id for t in ts] for lv, ts in pool.items()}
         results["pool_adversary"] = last_adv if pool_alphas else None

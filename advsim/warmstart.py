@@ -35,7 +35,7 @@ from forms_bench.proposal import DOMAIN_NAMES, TaskProposal
 from forms_bench.schema import Task
 from policies.roles import RoleIO, curriculum_example, format_adversary
 
-EXECUTOR_LEVEL_WEIGHTS: dict[int, float] = {0: 3, 1: 3, 2: 3, 3: 2, 4: 2, 5: 1}
+EXECUTOR_LEVEL_WEIGHTS: dict[int, float] = {0: 6, 1: 3, 2: 2, 3: 1}
 """Relative share of each difficulty level among the executor's warm-start tasks."""
 
 
@@ -117,28 +117,40 @@ def _proposal(rng: random.Random, level: int | None = None, stratum: str | None 
 
 
 def curriculum_history(rng: random.Random, n: int = 3) -> list[tuple[TaskProposal, float]]:
-    """``n`` random (spec, success rate) pairs, as the curriculum's prompt shows them."""
-    return [(_proposal(rng), rng.choice([0.0, 0.25, 0.5, 0.75, 1.0])) for _ in range(n)]
+    """``n`` random (spec, success rate) pairs, as the curriculum's prompt shows them (a rate is
+    None, shown as untested, one time in eight)."""
+    return [(_proposal(rng), None if rng.random() < 0.125 else rng.choice([0.0, 0.25, 0.5, 0.75, 1.0]))
+            for _ in range(n)]
 
 
 def next_level(level: int, p_hat: float) -> int:
-    """The warm start's prior for the curriculum: one level harder after a success rate above
-    0.6, one easier below 0.4, the same level otherwise (clipped to 0…TOP_LEVEL)."""
+    """One level harder after a success rate above 0.6, one easier below 0.4, the same level
+    otherwise (clipped to 0…TOP_LEVEL)."""
     step = 1 if p_hat > 0.6 else (-1 if p_hat < 0.4 else 0)
     return min(TOP_LEVEL, max(0, level + step))
 
 
+def prior_level(history: Sequence[tuple[TaskProposal, float | None]]) -> int:
+    """The warm start's prior for the curriculum: take the tested spec whose success rate is
+    closest to ½ (the latest on ties) and apply :func:`next_level`; with nothing tested, the
+    last spec's level."""
+    tested = [(p, ph) for p, ph in history if ph is not None]
+    if not tested:
+        return history[-1][0].level
+    best = min(reversed(tested), key=lambda x: abs(x[1] - 0.5))
+    return next_level(best[0].level, best[1])
+
+
 def curriculum_examples(io: RoleIO, tokenizer, n: int, seed: int) -> list[tuple[list[int], list[int]]]:
     """(prompt_ids, target_ids): a stratum hint and a spec history with success rates → one
-    valid spec of that stratum, at :func:`next_level` of the last history entry."""
+    valid spec of that stratum, at the :func:`prior_level` of the history."""
     rng = random.Random(f"warmstart-curriculum:{seed}")
     out = []
     for i in range(n):
         stratum = STRATA[i % len(STRATA)]
-        hist = curriculum_history(rng)
+        hist = curriculum_history(rng, rng.randint(2, 5))
         lines = [curriculum_example(p.to_json(), ph) for p, ph in hist]
-        last, ph = hist[-1]
-        target = _proposal(rng, next_level(last.level, ph), stratum)
+        target = _proposal(rng, prior_level(hist), stratum)
         out.append((io.curriculum_prompt(stratum, lines), encode_target(tokenizer, target.to_json())))
     return out
 

@@ -23,6 +23,7 @@ TINY = {
     "stage2": {"iterations": 1, "tasks": 1, "eta": 0.0, "control_runs": 1, "proposals_per_task": 2,
                "rollouts_per_task": 2},
     "rollout": {"max_steps": 2, "max_new_tokens": 6, "proposal_max_new_tokens": 8},
+    "eval": {"levels": [0, 1], "pool_per_level": 3, "attacked_levels": [0]},
 }
 
 
@@ -75,7 +76,7 @@ def test_tiny_pipeline_writes_run_and_resume_is_bit_exact(tmp_path):
     for e in events:
         assert e["executor"]["samples"] > 0 and e["executor"]["diff"]["max"] >= 0.0
     assert (full / "config.yaml").read_text().startswith("name: tiny\n")
-    assert len(run.read("trajectories.jsonl")) > 0 and len(run.read("proposals.jsonl")) == 2 + 2 + 2
+    assert len(run.read("trajectories.jsonl")) > 0 and len(run.read("proposals.jsonl")) == 6 + 2 + 2 + 2  # probes, 2 stage-1 iterations, stage 2
     with pytest.raises(RunExistsError):
         run_tiny(full)
 
@@ -121,9 +122,13 @@ def test_eval_and_report_on_the_tiny_run(tmp_path):
     # the LM judge is the tiny random backbone: it never writes a verdict, so every verdict is a
     # parse error (counted as a fail), and each strict success is a "J fail, strict pass"
     ext = res["sim_attacked_external"]
-    assert ext["episodes"] == 10 and ext["rendered"] > 0.0
+    assert ext["proposals"] == 10 and ext["rendered"] > 0 and ext["task_completed"]["n"] == ext["rendered"]
+    # the per-level pool: clean at both levels, attacked and null only at level 0
+    assert set(res["levels"]) == {"0", "1"} and res["levels"]["0"]["clean"]["n"] == 3
+    assert "attacked" in res["levels"]["0"] and "attacked" not in res["levels"]["1"]
     # 3 executor checkpoints × 10 episodes, queried before the first action (max_steps = 2 leaves one query)
     assert len(queries) == 30 and {q.step for q in queries} == {0}
+    assert "## Per-level evaluation pool" in write_report(run.path, results).read_text()
     clean = res["sim_clean"]
     assert clean["judge_parse_errors"] == 10 and clean["judge_success"] == 0.0
     assert clean["judge_fail_strict_pass"] == round(clean["overall"] * 10) and clean["judge_pass_strict_fail"] == 0
