@@ -256,7 +256,7 @@ def _replay(learner, io, chosen, injections: Sequence[Injection | None], owners:
             continue
         task, controls, _ = chosen[j]
         for c_i, c in enumerate(controls):
-            specs.append(EpisodeSpec(task, inj, prefix=c.actions[: inj.transition]))
+            specs.append(EpisodeSpec(task, inj, prefix=c.actions[: inj.transition], replay=True))
             index.append((i, c_i))
     return dict(zip(index, _episodes(learner, io, specs, seed))), specs
 

@@ -32,11 +32,15 @@ class EpisodeSpec:
         task: the task.
         injection: α to render at transition ``injection.transition`` (None = clean).
         prefix: actions replayed before the executor acts (a control's first d actions).
+        replay: this is a success-flip replay: the prefix must reach transition d (a control
+            that ended before d cannot be replayed); without it an injection at d is simply
+            rendered when the executor's own episode reaches d (evaluation, training pools).
     """
 
     task: Task
     injection: Injection | None = None
     prefix: Sequence[str] = ()
+    replay: bool = False
 
 
 @dataclass
@@ -163,7 +167,7 @@ def run_episodes(engine, prompt_fn: PromptFn, specs: Sequence[EpisodeSpec], adap
                 done = True
                 break
         if spec.injection is not None:
-            ep.replayable = not done and len(spec.prefix) == spec.injection.transition
+            ep.replayable = not done and (not spec.replay or len(spec.prefix) == spec.injection.transition)
             ep.rendered = bool(info.get("injected")) and ep.replayable
         ep.final_page = o["page"]
         if done:
