@@ -288,7 +288,7 @@ def write_report(run_dir: str | Path, results: dict) -> Path:
             flip = (f"{_pct(e.get('flip_rate'))} ({e.get('flip_n')}) vs {_pct(e.get('null_flip_rate'))} "
                     f"({e.get('null_flip_n')})") if e["stage"] == 2 else "—"
             diff = (e.get("executor") or {}).get("diff", {}).get("max", "—")
-            lines.append(f"| {e['stage']}.{e['iteration']} | {e.get('valid', e.get('tasks'))} | {_pct(succ)} | {ptxt} | "
+            lines.append(f"| {e['stage']}.{e['iteration']} | {e.get('tasks') if e['stage'] == 2 else e.get('valid')} | {_pct(succ)} | {ptxt} | "
                          f"{inf} | {'—' if r is None else f'{r:.3f}'} | {flip} | {diff} |")
         fails = [(e["stage"], e["iteration"], role, f) for e in train_rows for role, v in (e.get("parse") or {}).items()
                  for f in (v.get("failures") or [])[:1]]
