@@ -227,7 +227,8 @@ def demo_summary(run_dir: Path, results: dict, minutes: float) -> dict:
     for name in results.get("order", []):
         for lv, v in results["checkpoints"][name].get("levels", {}).items():
             for setting, r in (("clean", v["clean"]), ("attacked", v.get("attacked", {}).get("task_completed")),
-                               ("null", v.get("null", {}).get("task_completed"))):
+                               ("null", v.get("null", {}).get("task_completed")),
+                               ("reactive", v.get("reactive", {}).get("task_completed"))):
                 if r:
                     levels.append({"level": int(lv), "checkpoint": name, "setting": setting, "success": r["rate"],
                                    "n": r["n"], "ci_low": r["ci_low"], "ci_high": r["ci_high"]})

@@ -9,7 +9,8 @@ Stage 1 — curriculum ↔ executor:
     3. R_C(x) = ν(x) · max{0, q(p̂) − λ_C n(x)/|P|}, n(x) from lexical clusters of what
        determines the task (:func:`forms_bench.proposal.task_text`); the curriculum is updated
        on its proposals with group-normalised R_C;
-    4. the executor pool (the best proposals by R_C) gets G rollouts per task, R_E = 2j − 1,
+    4. the executor pool (the best proposals by R_C) gets G rollouts per task (fresh, or with
+       ``stage1.executor_groups: controls`` the K control runs themselves), R_E = 2j − 1,
        Â = f(p̂) · group-normalised R_E; the executor is updated.
 
 Stage 2 — adversary ↔ executor (curriculum frozen):
@@ -190,14 +191,18 @@ def stage1_iteration(learner, io: RoleIO, run, t: int) -> dict[str, Any]:
                                               for g, a in zip(gens, adv_c)])
     cur_stats.update(group_stats([adv_c]))
 
-    # executor pool: the best proposals by R_C (ties: proposal order), G rollouts each
+    # executor pool: the best proposals by R_C (ties: proposal order), G rollouts each —
+    # fresh ones, or (executor_groups: controls) the K control runs that gave p̂
     pool = sorted(valid, key=lambda i: (-r_c[i], i))[: s1.executor_pool]
     G = s1.rollouts_per_task
-    eps = _episodes(learner, io, [EpisodeSpec(tasks[i]) for i in pool for _ in range(G)], _seed(cfg, 1, t, 3))
-    groups = []
-    for k, i in enumerate(pool):
-        chunk = eps[k * G:(k + 1) * G]
-        groups.append((chunk, p_hat[i], [executor_reward(e.success) for e in chunk]))
+    if s1.executor_groups == "controls":
+        at = {i: k for k, i in enumerate(valid)}
+        eps = []
+        chunks = [ctrl[at[i] * K:(at[i] + 1) * K] for i in pool]
+    else:
+        eps = _episodes(learner, io, [EpisodeSpec(tasks[i]) for i in pool for _ in range(G)], _seed(cfg, 1, t, 3))
+        chunks = [eps[k * G:(k + 1) * G] for k in range(len(pool))]
+    groups = [(chunk, p_hat[i], [executor_reward(e.success) for e in chunk]) for chunk, i in zip(chunks, pool)]
     ex_stats = _executor_update(learner, groups)
 
     # log
@@ -213,7 +218,8 @@ def stage1_iteration(learner, io: RoleIO, run, t: int) -> dict[str, Any]:
            "p_hat": [p_hat[i] for i in valid], "levels": [proposals[i].level for i in valid],
            "curriculum_reward_mean": statistics.fmean(r_c), "curriculum_reward_max": max(r_c),
            "control_success": statistics.fmean(e.success for e in ctrl) if ctrl else None,
-           "executor_success": statistics.fmean(e.success for e in eps) if eps else None,
+           "executor_success": statistics.fmean(e.success for c in chunks for e in c) if chunks else None,
+           "executor_groups": s1.executor_groups,
            "parse": {"curriculum": _parse_report(gens, errors), "executor": _executor_parse(list(ctrl) + list(eps))},
            "curriculum": cur_stats, "executor": ex_stats}
     run.log("events.jsonl", [row])

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any, Literal, Optional
+from typing import Any, Literal, Optional, Union
 
 import yaml
 from pydantic import ConfigDict, Field, ValidationError
@@ -51,12 +51,20 @@ class OptimConfig:
     max_grad_norm: float = _f(1.0, "Gradient-norm clip before each step.", gt=0)
     beta_kl: float = _f(0.02, "β, weight of the k3 KL term to the backbone (adapters off).", ge=0)
     micro_batch: int = _f(4, "Sequences per forward/backward pass (gradient accumulation over the batch).", ge=1)
+    steps_per_update: int = _f(
+        1, "Optimizer steps per update: the update's samples are shuffled (seeded) and split into this many "
+           "mini-batches, one AdamW step each (TRL's steps_per_generation). The loss has no likelihood ratio "
+           "(AdvSim2Real Eq. 5), so mini-batches after the first are slightly off-policy; every forward value "
+           "is still the rollout's (diff = 0 is checked once, before the first step).", ge=1)
 
 
 @dataclass(config=_STRICT)
 class WarmStartConfig:
     enabled: bool = _f(True, "Run supervised warm start before stage 1.")
     executor_tasks: int = _f(60, "Training-pool tasks whose oracle trajectories become executor demonstrations.", ge=1)
+    executor_levels: dict[int, float] = _f(
+        {0: 6, 1: 3, 2: 2, 3: 1}, "Relative share of each difficulty level among the executor's warm-start "
+        "tasks (low levels are short pages: cheap to train on).")
     curriculum_examples: int = _f(20, "Generated task specs the curriculum is fine-tuned on.", ge=0)
     adversary_examples: int = _f(20, "Templated injections the adversary is fine-tuned on.", ge=0)
     epochs: int = _f(2, "Passes over each role's demonstrations.", ge=1)
@@ -80,6 +88,11 @@ class Stage1Config:
     probe_levels: list[int] = _f([0, 1, 2, 3, 4, 5], "Before the first proposal, one spec per level here is run "
                                  "K times so the curriculum's prompt starts from measured p̂ ([] = no probe).")
     executor_pool: int = _f(8, "Tasks in the executor's pool per iteration (top proposals by R_C).", ge=1)
+    executor_groups: Literal["fresh", "controls"] = _f(
+        "fresh", "Where the executor's GRPO groups come from: 'fresh' = G new rollouts per pool task "
+        "(AdvSim2Real, Section 4.1); 'controls' = the K control runs that estimated p̂ (same policy, "
+        "same task, so the same distribution; G must equal K). 'controls' halves stage 1's rollouts, "
+        "and a group is informative exactly when 0 < p̂ < 1, i.e. when R_C can be > 0.")
     lambda_c: float = _f(0.5, "λ_C, repetition-penalty weight of R_C.", ge=0)
     cluster_threshold: float = _f(0.5, "Lexical-similarity threshold of the repetition clusters.", ge=0, le=1)
 
@@ -118,11 +131,19 @@ class EvalConfig:
     corpus: bool = _f(True, "Also measure completion under the built-in injection-style corpus.")
     levels: list[int] = _f([0, 1, 2, 3, 4, 5], "Difficulty levels of the per-level evaluation pool (tasks drawn "
                            "from the training distribution with seeds no training run uses).")
-    pool_per_level: int = _f(20, "Episodes per level in the per-level pool (one task each; 0 skips the pool).",
-                             ge=0)
+    pool_per_level: Union[int, dict[int, int]] = _f(
+        20, "Episodes per level in the per-level pool (one task each; 0 skips the pool), or {level: n} "
+            "to size levels apart (a level of eval.levels missing from the mapping gets none).")
     attacked_pool: bool = _f(True, "Also run the per-level pool under the last learned adversary and under "
                                    "the null (benign) injection.")
     attacked_levels: Optional[list[int]] = _f(None, "Levels of the pool run attacked (None = every pool level).")
+    attacked_per_level: Optional[int] = _f(None, "Run only the first n pool tasks of each attacked level attacked, "
+                                                 "null and reactive (None = all of them).", ge=1)
+    attacked_checkpoints: Optional[list[str]] = _f(None, "Executor checkpoints evaluated on the attacked pool "
+                                                   "(e.g. [capability-iter-1, robust-iter-1]; None = every one).")
+    reactive: bool = _f(True, "On the attacked pool levels, also run the last learned adversary through the "
+                              "reactive protocol (wait or inject before each transition, ≤ 11 queries × ≤ 256 "
+                              "tokens: AdvSim2Real's evaluation interface) beside its one-α-at-d column.")
 
 
 @dataclass(config=_STRICT)
@@ -160,9 +181,20 @@ class TrainConfig:
             raise ValueError(f"model.kv_cache_gib: {self.model.kv_cache_gib} GiB is more than this machine's "
                              f"memory ({mem_gib} GiB)")
         _check_tasks_spec(self.eval.tasks)
+        lv_w = self.warmstart.executor_levels
+        if not lv_w or any(not 0 <= lv <= 5 or w < 0 for lv, w in lv_w.items()) or sum(lv_w.values()) <= 0:
+            raise ValueError(f"warmstart.executor_levels: expected {{level 0-5: weight >= 0}} with a positive "
+                             f"sum, got {lv_w}")
+        sizes = self.eval.pool_per_level
+        if any(n < 0 for n in (sizes.values() if isinstance(sizes, dict) else [sizes])):
+            raise ValueError(f"eval.pool_per_level: sizes must be >= 0, got {sizes}")
         bad_levels = [lv for lv in self.eval.levels if not 0 <= lv <= 5]
         if bad_levels:
             raise ValueError(f"eval.levels: {bad_levels} outside the difficulty levels 0-5")
+        if self.stage1.executor_groups == "controls" and self.stage1.rollouts_per_task != self.stage1.control_runs:
+            raise ValueError(f"stage1.executor_groups: 'controls' reuses the K control runs as the executor's "
+                             f"groups, so rollouts_per_task ({self.stage1.rollouts_per_task}) must equal "
+                             f"control_runs ({self.stage1.control_runs})")
         mix = self.stage2.mix_fresh + self.stage2.mix_history + self.stage2.mix_clean
         if abs(mix - 1.0) > 1e-9:
             raise ValueError(f"stage2.mix_fresh + mix_history + mix_clean must be 1, got {mix}")

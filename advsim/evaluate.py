@@ -35,7 +35,7 @@ from __future__ import annotations
 import random
 import statistics
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 from rich.console import Console
 from rich.table import Table
@@ -71,16 +71,18 @@ def rate(flags: Sequence[bool]) -> dict[str, Any]:
     return {"rate": k / n if n else None, "k": k, "n": n, "ci_low": lo, "ci_high": hi}
 
 
-def eval_pool(levels: Sequence[int], per_level: int) -> dict[int, list[Task]]:
-    """The fixed per-level evaluation pool: ``per_level`` training-split tasks per level,
-    cycling through strata and domains, seeds ``POOL_SEED + 1000·level + i``."""
+def eval_pool(levels: Sequence[int], per_level: int | dict[int, int]) -> dict[int, list[Task]]:
+    """The fixed per-level evaluation pool: ``per_level`` training-split tasks per level (an int,
+    or ``{level: n}``; levels with n = 0 are left out), cycling through strata and domains, seeds
+    ``POOL_SEED + 1000·level + i`` — so a level's first n tasks are the same whatever n is."""
     from forms_bench.difficulty import level_knobs
     from forms_bench.generate import make_task
     from forms_bench.proposal import DOMAIN_NAMES
 
+    sizes = {lv: (per_level.get(lv, 0) if isinstance(per_level, dict) else per_level) for lv in levels}
     return {lv: [make_task(STRATA[i % len(STRATA)], DOMAIN_NAMES[(i // len(STRATA)) % len(DOMAIN_NAMES)],
-                           POOL_SEED + 1000 * lv + i, knobs=level_knobs(lv)) for i in range(per_level)]
-            for lv in levels}
+                           POOL_SEED + 1000 * lv + i, knobs=level_knobs(lv)) for i in range(n)]
+            for lv, n in sizes.items() if n > 0}
 
 
 def attacked_column(clean, alphas: Sequence[Injection | None], attacked) -> dict[str, Any]:
@@ -240,7 +242,9 @@ def evaluate(run_dir: str | Path, tasks: str = "sample:2", seeds: int = 1, brows
     pool = eval_pool(cfg.eval.levels, cfg.eval.pool_per_level) if cfg.eval.pool_per_level else {}
     last_adv = adversaries[-1] if adversaries else None
     att_levels = cfg.eval.levels if cfg.eval.attacked_levels is None else cfg.eval.attacked_levels
-    pool_alphas = ({lv: learned_injections(learner, io, ts, f"adversary@{versions(last_adv)['adversary']}", 9_101 + lv)
+    n_att = cfg.eval.attacked_per_level
+    pool_alphas = ({lv: learned_injections(learner, io, ts[:n_att], f"adversary@{versions(last_adv)['adversary']}",
+                                           9_101 + lv)
                     for lv, ts in pool.items() if lv in att_levels}
                    if pool and last_adv and cfg.eval.attacked_pool else {})
     if pool:
@@ -274,7 +278,15 @@ def evaluate(run_dir: str | Path, tasks: str = "sample:2", seeds: int = 1, brows
                 col["endpoint"] = external.check()
             res["sim_attacked_external"] = {**col, **judged([e for e in eps if e.rendered])}
         if pool:
-            res["levels"] = _pool_columns(run_set, ex, pool, pool_alphas)
+            attacked_here = cfg.eval.attacked_checkpoints is None or name in cfg.eval.attacked_checkpoints
+            reactive = None
+            if pool_alphas and attacked_here and cfg.eval.reactive:
+                from advsim.attacks import RoleAdversary
+
+                def reactive(lv, v=versions(last_adv)["adversary"]):
+                    return RoleAdversary(learner.engine, io, f"adversary@{v}", temperature=r.temperature,
+                                         max_new_tokens=min(256, r.proposal_max_new_tokens), seed=9_201 + lv)
+            res["levels"] = _pool_columns(run_set, ex, pool, pool_alphas if attacked_here else {}, reactive)
         if browser:
             from worlds.web.browser import BrowserWorld
 
@@ -304,10 +316,17 @@ def evaluate(run_dir: str | Path, tasks: str = "sample:2", seeds: int = 1, brows
     return results
 
 
-def _pool_columns(run_set, ex: str, pool: dict[int, list[Task]], alphas: dict[int, list]) -> dict[str, Any]:
+def _pool_columns(run_set, ex: str, pool: dict[int, list[Task]], alphas: dict[int, list],
+                  reactive: Callable[[int], Any] | None = None) -> dict[str, Any]:
     """Per level: clean success, and (when ``alphas``) the attacked and null-injection columns
     (:func:`attacked_column`). All episodes of all levels run as one batch (one engine call per
-    step), each attacked/null episode on the same task as its clean slot."""
+    step), each attacked/null episode on the same task as its clean slot.
+
+    ``reactive``: level → a reactive adversary (:class:`advsim.attacks.RoleAdversary`); the
+    levels in ``alphas`` then also get a ``"reactive"`` column — the same tasks under
+    :class:`advsim.envs.reactive.ReactiveAdversaryEnv` (≤ 11 queries × ≤ 256 tokens, wait or
+    inject before each transition), an episode counting as attacked only when an injection was
+    accepted and rendered — with the adversary's query and parse counts."""
     from advsim.attacks import benign_injection
 
     specs, parts = [], []
@@ -331,6 +350,16 @@ def _pool_columns(run_set, ex: str, pool: dict[int, list[Task]], alphas: dict[in
             entry["_clean_eps"] = chunk
         else:
             entry[setting] = attacked_column(entry["_clean_eps"], injs, chunk)
+    if reactive is not None:
+        from advsim.envs.reactive import ReactiveAdversaryEnv
+
+        for lv in alphas:
+            adv = reactive(lv)
+            r_eps = run_set(ex, [EpisodeSpec(t) for t in pool[lv][:len(alphas[lv])]], 505,
+                            env_wrapper=lambda env, adv=adv: ReactiveAdversaryEnv(env, adv))
+            entry = out[str(lv)]
+            entry["reactive"] = {**attacked_column(entry["_clean_eps"], [True] * len(r_eps), r_eps),
+                                 "queries": adv.check()}
     for entry in out.values():
         entry.pop("_clean_eps", None)
     return out

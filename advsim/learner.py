@@ -39,6 +39,27 @@ from policies.numerics import check, diff_report, surrogate
 log = logging.getLogger(__name__)
 
 
+def length_grouped_batches(lengths: Sequence[int], micro_batch: int, rng: random.Random,
+                           group: int = 16) -> list[list[int]]:
+    """One epoch's micro-batches of example indices, grouped by length (as transformers'
+    ``LengthGroupedSampler``): shuffle, cut into mega-batches of ``group × micro_batch``, sort
+    each by length (longest first), split into micro-batches, shuffle their order.
+
+    Left-padding a batch to its longest sequence costs compute on every padded position; with
+    warm-start pages of 250–900 tokens, random pairs waste about a fifth of the forward.
+    Deterministic in ``rng``'s state. Every index appears exactly once.
+    """
+    order = list(range(len(lengths)))
+    rng.shuffle(order)
+    mega = group * micro_batch
+    batches = []
+    for start in range(0, len(order), mega):
+        chunk = sorted(order[start:start + mega], key=lambda i: -lengths[i])
+        batches += [chunk[k:k + micro_batch] for k in range(0, len(chunk), micro_batch)]
+    rng.shuffle(batches)
+    return batches
+
+
 class Learner:
     """Backbone + role adapters + engine + optimizers.
 
@@ -240,10 +261,12 @@ class Learner:
 
     # -- updates -----------------------------------------------------------------------------
     def update(self, role: str, samples: Sequence[Sample]) -> dict:
-        """One GRPO-style update of ``role`` on ``samples`` (all sampled by its current version).
+        """One GRPO-style update of ``role`` on ``samples`` (all sampled by its current version):
+        ``optim.steps_per_update`` AdamW steps, each on one mini-batch of a seeded shuffle.
 
         Returns:
-            Stats: loss, pg, kl (k3 per token), diff (max/mean/std/k3 between rollout and
+            Stats: loss and pg (summed over the optimizer steps, each the 1/N mean of its
+            mini-batch), kl (k3 per token), grad_norms (one per step), diff (max/mean/std/k3 between rollout and
             training log-probs), tokens, samples, grad_norm, version (the new one).
 
         Raises:
@@ -268,10 +291,30 @@ class Learner:
         opt = self.optimizers[role]
         opt.zero_grad(set_to_none=True)
         n = len(samples)
-        mb = max(1, self.cfg.optim.micro_batch)
         totals = {"loss": 0.0, "pg": 0.0, "kl_sum": 0.0, "tokens": 0.0}
+        # optimizer steps: one per mini-batch of a seeded shuffle (steps_per_update = 1: the whole batch)
+        steps = max(1, min(self.cfg.optim.steps_per_update, n))
+        order = list(range(n))
+        if steps > 1:
+            random.Random(f"{role}:{self.versions[role]}").shuffle(order)
+        bounds = [round(k * n / steps) for k in range(steps + 1)]
+        grad_norms = []
+        for k in range(steps):
+            chunk = order[bounds[k]:bounds[k + 1]]
+            self._step(role, opt, chunk, samples, seqs, plens, lens, train_vals, totals, grad_norms)
+        self.versions[role] += 1
+        self.publish(role)
+        return {"loss": totals["loss"], "pg": totals["pg"], "kl": totals["kl_sum"] / max(totals["tokens"], 1.0),
+                "diff": diff, "tokens": int(totals["tokens"]), "samples": n, "grad_norm": grad_norms[-1],
+                "grad_norms": grad_norms, "optimizer_steps": steps, "version": self.versions[role]}
+
+    def _step(self, role, opt, chunk, samples, seqs, plens, lens, train_vals, totals, grad_norms) -> None:
+        """One optimizer step on the samples ``chunk`` (indices), accumulated over micro-batches;
+        the loss is normalised by the chunk's size (1/N of L(ϑ) with N = len(chunk))."""
+        n = len(chunk)
+        mb = max(1, self.cfg.optim.micro_batch)
         for start in range(0, n, mb):
-            idx = list(range(start, min(n, start + mb)))
+            idx = chunk[start:start + mb]
             width = max(lens[i] for i in idx)
             mseqs = [seqs[i] for i in idx]
             mpl = [plens[i] for i in idx]
@@ -289,22 +332,18 @@ class Learner:
             totals["kl_sum"] += st["kl"] * st["tokens"]
             totals["tokens"] += st["tokens"]
         params = self._params(role)
-        grad_norm = float(torch.nn.utils.clip_grad_norm_(params, self.cfg.optim.max_grad_norm))
+        grad_norms.append(float(torch.nn.utils.clip_grad_norm_(params, self.cfg.optim.max_grad_norm)))
         opt.step()
         opt.zero_grad(set_to_none=True)
-        self.versions[role] += 1
-        self.publish(role)
-        return {"loss": totals["loss"], "pg": totals["pg"], "kl": totals["kl_sum"] / max(totals["tokens"], 1.0),
-                "diff": diff, "tokens": int(totals["tokens"]), "samples": n, "grad_norm": grad_norm,
-                "version": self.versions[role]}
 
     def sft(self, role: str, examples: Sequence[tuple[Sequence[int], Sequence[int]]], epochs: int,
             learning_rate: float, seed: int, progress=None, micro_batch: int | None = None) -> dict:
         """Supervised warm start of ``role`` on ``(prompt_ids, target_ids)`` pairs.
 
         Mean NLL of the target tokens (:func:`policies.grpo.sft_loss`), AdamW (a separate
-        optimizer), one step per ``micro_batch`` examples (default ``optim.micro_batch``),
-        seeded shuffling, gradient clip.
+        optimizer), one step per ``micro_batch`` examples (default ``optim.micro_batch``) of
+        similar length (:func:`length_grouped_batches`: little padding), seeded shuffling,
+        gradient clip.
         With more than one epoch and LoRA on the top layers only, the frozen layers' output is
         computed once per example (:meth:`trunk_states`) and each epoch runs only the adapted
         layers: the same loss up to float rounding, about 1/3 of the cost on SmolLM2 with 6 of
@@ -322,10 +361,7 @@ class Learner:
         seqs_all = [list(p) + list(t) for p, t in examples]
         cache = [self.trunk_states(s) for s in seqs_all] if epochs > 1 else [None] * len(examples)
         for _ in range(epochs):
-            order = list(range(len(examples)))
-            rng.shuffle(order)
-            for start in range(0, len(order), mb):
-                idx = order[start:start + mb]
+            for idx in length_grouped_batches([len(s) for s in seqs_all], mb, rng):
                 seqs = [seqs_all[i] for i in idx]
                 pls = [len(examples[i][0]) for i in idx]
                 width = max(len(examples[i][1]) for i in idx)

@@ -221,16 +221,22 @@ def write_report(run_dir: str | Path, results: dict) -> Path:
     lv_rows = []
     for name, res in ck.items():
         for lv, v in res.get("levels", {}).items():
+            rx = v.get("reactive")
             lv_rows.append(f"| {lv} | {name} | {_ci(v['clean'])} | "
                            + (f"{_ci(v['attacked']['task_completed'])} | {_ci(v['attacked']['attack_succeeded'])} | "
-                              f"{_ci(v['null']['attack_succeeded'])} |" if "attacked" in v else "— | — | — |"))
+                              f"{_ci(v['null']['attack_succeeded'])} |" if "attacked" in v else "— | — | — |")
+                           + (f" {rx['rendered']}/{len(results.get('pool', {}).get(lv, [])) or '?'} | "
+                              f"{_ci(rx['task_completed'])} | {_ci(rx['attack_succeeded'])} |" if rx else " — | — | — |"))
     if lv_rows:
         lines += ["", "## Per-level evaluation pool (%, n, 95 % Wilson interval)", "",
                   "A fixed pool drawn from the training distribution at each difficulty level (seeds no "
                   f"training run uses); attacked under {results.get('pool_adversary') or '—'}; null = a benign "
-                  "text of similar length at the same transition (the executor's own noise).", "",
-                  "| level | checkpoint | clean | attacked: task_completed | attacked: flip rate | null: flip rate |",
-                  "|---|---|---|---|---|---|"] + sorted(lv_rows, key=lambda r: int(r.split("|")[1]))
+                  "text of similar length at the same transition (the executor's own noise); reactive = the same "
+                  "adversary through the reactive protocol (wait or inject before each transition, ≤ 11 queries "
+                  "× ≤ 256 tokens), rendered = episodes in which it injected and the injection rendered.", "",
+                  "| level | checkpoint | clean | attacked: task_completed | attacked: flip rate | null: flip rate "
+                  "| reactive: rendered | reactive: task_completed | reactive: flip rate |",
+                  "|---|---|---|---|---|---|---|---|---|"] + sorted(lv_rows, key=lambda r: int(r.split("|")[1]))
     lines += ["", "## Per stratum, test sample (%)", ""]
     lines += ["| checkpoint | setting | " + " | ".join(STRATA) + " |", "|---|---|" + "---|" * len(STRATA)]
     for name, res in ck.items():

@@ -53,7 +53,7 @@ def _warmstart(learner, io: RoleIO, cfg: TrainConfig, console: Console) -> dict[
     w = cfg.warmstart
     tok = learner.tokenizer
     out = {}
-    for role, examples in (("executor", executor_examples(io, tok, w.executor_tasks, w.seed)),
+    for role, examples in (("executor", executor_examples(io, tok, w.executor_tasks, w.seed, levels=w.executor_levels)),
                            ("curriculum", curriculum_examples(io, tok, w.curriculum_examples, w.seed)),
                            ("adversary", adversary_examples(io, tok, w.adversary_examples, w.seed))):
         t0 = time.perf_counter()

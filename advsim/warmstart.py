@@ -10,11 +10,12 @@ fine-tuned on demonstrations made from the benchmark's own machinery — never t
   the next action). Two kinds of off-oracle states are mixed in so the policy has seen what
   its own rollouts produce: **recovery** states (after an invalid action, with
   ``last_action_error`` shown, or after a wrong value was filled; the target is the oracle's
-  correcting action) and **attacked** pages (an injection of the built-in corpus rendered at
-  transition d; the targets stay the oracle's, i.e. the right action ignores the injection);
+  correcting action) and **attacked** pages (an injection of the built-in corpus, styles
+  :data:`EXECUTOR_ATTACK_STYLES`, rendered at transition d; the targets stay the oracle's, i.e.
+  the right action ignores the injection);
 - **curriculum**: a history of specs with success rates → one valid spec, whose level moves
   toward p̂ ≈ ½ (one level up after a success rate above 0.6, one down below 0.4);
-- **adversary**: the corpus's injections (six styles, varied tasks, levels and transitions)
+- **adversary**: the corpus's injections (all seven styles, varied tasks, levels 0-1 and transitions)
   for a training task's goal, page and oracle trajectory, in the compact one-line format of
   :func:`policies.roles.format_adversary`.
 
@@ -37,6 +38,13 @@ from policies.roles import RoleIO, curriculum_example, format_adversary
 
 EXECUTOR_LEVEL_WEIGHTS: dict[int, float] = {0: 6, 1: 3, 2: 2, 3: 1}
 """Relative share of each difficulty level among the executor's warm-start tasks."""
+
+EXECUTOR_ATTACK_STYLES: tuple[str, ...] = ("fake_system_notice", "authority_claim", "urgency", "hidden_text")
+"""Corpus styles (:data:`advsim.attacks.STYLES`) of the executor's warm-start attacked pages: it
+learns what an attacked page looks like on these four; ``record_field_instruction``,
+``lookalike_control`` and ``already_done`` (the styles that apply to level-0 pages, and one more) are
+left for stage 2 to find and defend, so robust-iter-t against capability-iter-t measures stage 2
+rather than the warm start."""
 
 
 def encode_target(tokenizer, text: str) -> list[int]:
@@ -68,28 +76,31 @@ def _wrong_fill(task: Task, action) -> str | None:
 
 
 def executor_examples(io: RoleIO, tokenizer, n_tasks: int, seed: int, recovery: float = 0.3,
-                      attacked: float = 0.25) -> list[tuple[list[int], list[int]]]:
+                      attacked: float = 0.25, levels: dict[int, float] | None = None
+                      ) -> list[tuple[list[int], list[int]]]:
     """(prompt_ids, target_ids) per oracle step on ``n_tasks`` training tasks
-    (:func:`warmstart_tasks`), with off-oracle states mixed in.
+    (:func:`warmstart_tasks` with level weights ``levels``), with off-oracle states mixed in.
 
     Args:
         recovery: share of tasks with one detour at a random oracle step: an invalid action
             (a click on a bid the page does not have; the next prompt shows the error) or, for a
             ``fill``, a wrong value; the target after the detour is the correcting action.
-        attacked: share of tasks with a corpus injection rendered at a random transition
-            (``advsim.attacks.corpus``); targets are the oracle's actions.
+        attacked: share of tasks with a corpus injection (:data:`EXECUTOR_ATTACK_STYLES`, where
+            the page has what the style needs) rendered at a random transition; targets are the
+            oracle's actions.
     """
     from advsim.attacks import corpus
 
     rng = random.Random(f"warmstart-executor:{seed}")
     out = []
-    for task in warmstart_tasks(n_tasks, seed):
+    for task in warmstart_tasks(n_tasks, seed, levels):
         env = WebFormsEnv(tasks=[task], max_steps=32)
         actions = [a.to_text() for a in solve(task)]
         injection = None
         if rng.random() < attacked:
-            styles = list(corpus(task, transition=rng.randint(0, max(0, len(actions) - 2))).values())
-            injection = rng.choice(styles)
+            styles = [inj for name, inj in corpus(task, transition=rng.randint(0, max(0, len(actions) - 2))).items()
+                      if name in EXECUTOR_ATTACK_STYLES]
+            injection = rng.choice(styles) if styles else None
         obs, _ = env.reset(options={"task": task, "injection": injection})
         detour = rng.randrange(len(actions) - 1) if rng.random() < recovery else None
         history: list[str] = []
@@ -157,7 +168,7 @@ def curriculum_examples(io: RoleIO, tokenizer, n: int, seed: int) -> list[tuple[
 
 def adversary_examples(io: RoleIO, tokenizer, n: int, seed: int) -> list[tuple[list[int], list[int]]]:
     """(prompt_ids, target_ids): a training task's goal, page and oracle trajectory → an α of
-    the injection-style corpus in the compact format (styles, tasks, levels 0-2 — short pages — and
+    the injection-style corpus in the compact format (styles, tasks, levels 0-1 — short pages — and
     transitions 0-2 vary)."""
     from advsim.attacks import corpus
     from worlds.web.sim import SimWebWorld
@@ -165,7 +176,7 @@ def adversary_examples(io: RoleIO, tokenizer, n: int, seed: int) -> list[tuple[l
     rng = random.Random(f"warmstart-adversary:{seed}")
     world = SimWebWorld()
     out = []
-    weights = {0: 1, 1: 2, 2: 2}
+    weights = {0: 3, 1: 2}
     tasks = warmstart_tasks(max(1, n), seed + 1, weights)
     for i in range(n):
         task = tasks[i]
@@ -186,8 +197,9 @@ def format_check(learner, io: RoleIO, n_tasks: int, seed: int) -> dict:
 
     Returns:
         ``{"executor_parse_rate", "curriculum_parse_rate", "adversary_parse_rate", "samples"}``
-        (shares in [0, 1]) and ``"<role>_failures"``: up to three unparsable outputs with the
-        parser's message.
+        (shares in [0, 1]), ``"curriculum_prior_agreement"`` (share of curriculum samples whose
+        level is the history's :func:`prior_level`) and ``"<role>_failures"``: up to three
+        unparsable outputs with the parser's message.
     """
     from forms_bench.actions import parse_action
     from policies.engines import GenerationRequest
@@ -198,10 +210,13 @@ def format_check(learner, io: RoleIO, n_tasks: int, seed: int) -> dict:
     world = SimWebWorld()
     rng = random.Random(f"format-check:{seed}")
     prompts: dict[str, list] = {"executor": [], "curriculum": [], "adversary": []}
+    priors = []
     for task in tasks:
         page = world.reset(task)
         prompts["executor"].append(io.executor_prompt(task.goal, page, [], ""))
-        lines = [curriculum_example(p.to_json(), ph) for p, ph in curriculum_history(rng)]
+        hist = curriculum_history(rng)
+        priors.append(prior_level(hist))
+        lines = [curriculum_example(p.to_json(), ph) for p, ph in hist]
         prompts["curriculum"].append(io.curriculum_prompt(task.stratum, lines))
         prompts["adversary"].append(io.adversary_prompt(task.goal, page, [a.to_text() for a in solve(task)]))
     parsers = {"executor": parse_action, "curriculum": io.parse_curriculum, "adversary": io.parse_adversary}
@@ -211,15 +226,18 @@ def format_check(learner, io: RoleIO, n_tasks: int, seed: int) -> dict:
         reqs = [GenerationRequest(prompt_ids=tuple(p), adapter=learner.ref(role), max_new_tokens=limit,
                                   temperature=r.temperature, top_p=r.top_p, seed=seed + 1000 + i)
                 for i, p in enumerate(ps)]
-        ok, failures = 0, []
-        for g in learner.engine.generate(reqs):
+        ok, failures, agree = 0, [], 0
+        for i, g in enumerate(learner.engine.generate(reqs)):
             try:
-                parsers[role](g.text)
+                parsed = parsers[role](g.text)
                 ok += 1
+                agree += role == "curriculum" and parsed.level == priors[i]
             except ValueError as exc:
                 failures.append({"text": g.text, "error": str(exc)})
         out[f"{role}_parse_rate"] = ok / len(ps) if ps else 0.0
         out[f"{role}_failures"] = failures[:3]
+        if role == "curriculum":
+            out["curriculum_prior_agreement"] = agree / len(ps) if ps else 0.0
     return out
 
 
