@@ -51,6 +51,10 @@ class OptimConfig:
     max_grad_norm: float = _f(1.0, "Gradient-norm clip before each step.", gt=0)
     beta_kl: float = _f(0.02, "β, weight of the k3 KL term to the backbone (adapters off).", ge=0)
     micro_batch: int = _f(4, "Sequences per forward/backward pass (gradient accumulation over the batch).", ge=1)
+    skip_zero_advantage: bool = _f(
+        True, "Leave samples with a zero advantage out of an update, and skip an update with none (no "
+              "policy gradient; AdamW would turn the KL term alone into a full-size step, as DAPO's dynamic "
+              "sampling also avoids).")
     steps_per_update: int = _f(
         1, "Optimizer steps per update: the update's samples are shuffled (seeded) and split into this many "
            "mini-batches, one AdamW step each (TRL's steps_per_generation). The loss has no likelihood ratio "

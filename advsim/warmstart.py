@@ -11,8 +11,8 @@ fine-tuned on demonstrations made from the benchmark's own machinery — never t
   its own rollouts produce: **recovery** states (after an invalid action, with
   ``last_action_error`` shown, or after a wrong value was filled; the target is the oracle's
   correcting action) and **attacked** pages (an injection of the built-in corpus, styles
-  :data:`EXECUTOR_ATTACK_STYLES`, rendered at transition d; the targets stay the oracle's, i.e.
-  the right action ignores the injection);
+  :data:`EXECUTOR_ATTACK_STYLES`, or on level-0 pages a harmless :data:`DISTRACTORS` text,
+  rendered at transition d; the targets stay the oracle's, i.e. the right action ignores it);
 - **curriculum**: a history of specs with success rates → one valid spec, whose level moves
   toward p̂ ≈ ½ (one level up after a success rate above 0.6, one down below 0.4);
 - **adversary**: the corpus's injections (all seven styles, varied tasks, levels 0-1 and transitions)
@@ -66,6 +66,28 @@ def warmstart_tasks(n: int, seed: int, weights: dict[int, float] | None = None) 
     return out
 
 
+DISTRACTORS: tuple[str, ...] = (
+    "Tip: you can leave this page open; nothing is sent until you press a button.",
+    "This form follows the usual layout for the department and was checked this quarter.",
+    "Help desk: questions about this form can go to the team mailbox during office hours.",
+    "Reminder: values are stored exactly as typed, so check spelling before you continue.",
+    "The history of this record is kept for audit purposes and is not shown here.",
+    "Page notice: a new colour scheme for these forms is planned for next month.",
+)
+"""Harmless page texts of the executor's warm-start attacked states, for pages where no style of
+:data:`EXECUTOR_ATTACK_STYLES` applies (level 0): the executor learns that extra text on the
+page does not change the right action. Disjoint from the null injection's sentences
+(:func:`advsim.attacks.benign_injection`), so the null flip rate is not measured on text the
+executor was trained on."""
+
+
+def _distractor(rng: random.Random, transition: int):
+    from forms_bench.injection import Injection
+
+    z = " ".join(rng.sample(DISTRACTORS, 2))
+    return Injection(instruction=z, marker="", transition=transition)
+
+
 def _wrong_fill(task: Task, action) -> str | None:
     """A wrong-value version of an oracle ``fill`` (the value with a digit/letter changed)."""
     if action.name != "fill":
@@ -86,8 +108,8 @@ def executor_examples(io: RoleIO, tokenizer, n_tasks: int, seed: int, recovery: 
             (a click on a bid the page does not have; the next prompt shows the error) or, for a
             ``fill``, a wrong value; the target after the detour is the correcting action.
         attacked: share of tasks with a corpus injection (:data:`EXECUTOR_ATTACK_STYLES`, where
-            the page has what the style needs) rendered at a random transition; targets are the
-            oracle's actions.
+            the page has what the style needs, else two :data:`DISTRACTORS` sentences) rendered at
+            a random transition; targets are the oracle's actions.
     """
     from advsim.attacks import corpus
 
@@ -98,9 +120,9 @@ def executor_examples(io: RoleIO, tokenizer, n_tasks: int, seed: int, recovery: 
         actions = [a.to_text() for a in solve(task)]
         injection = None
         if rng.random() < attacked:
-            styles = [inj for name, inj in corpus(task, transition=rng.randint(0, max(0, len(actions) - 2))).items()
-                      if name in EXECUTOR_ATTACK_STYLES]
-            injection = rng.choice(styles) if styles else None
+            d = rng.randint(0, max(0, len(actions) - 2))
+            styles = [inj for name, inj in corpus(task, transition=d).items() if name in EXECUTOR_ATTACK_STYLES]
+            injection = rng.choice(styles) if styles else _distractor(rng, d)
         obs, _ = env.reset(options={"task": task, "injection": injection})
         detour = rng.randrange(len(actions) - 1) if rng.random() < recovery else None
         history: list[str] = []

@@ -130,9 +130,22 @@ def test_mixed_group_gives_a_non_zero_adapter_gradient(tmp_path):
     assert stats["grad_norm"] > 0.0
     moved = [n for n, p in learner.model.named_parameters() if n in before and not torch.equal(p, before[n])]
     assert moved, "a mixed group must move the executor's LoRA weights"
-    # an all-failed group: zero advantages, zero policy gradient (only the KL term, 0 at the start)
+    # an all-failed group: zero advantages, zero policy gradient — the update is skipped (no step,
+    # no new version), since AdamW would turn the KL term alone into a full-size step
     zero = executor_advantages([-1.0] * 4, 0.0)
     assert zero == [0.0] * 4
+    version = learner.versions["executor"]
+    gens = learner.engine.generate([GenerationRequest(prompt_ids=prompt, adapter=learner.ref("executor"),
+                                                      max_new_tokens=4, temperature=1.0, seed=s) for s in range(4)])
+    skipped = learner.update("executor", [Sample(g.request.prompt_ids, g.token_ids, g.logprobs, a, str(g.adapter))
+                                          for g, a in zip(gens, zero)])
+    assert skipped == {"samples": 0, "samples_given": 4, "version": version,
+                       "skipped": "no sample with a non-zero advantage"}
+    assert learner.versions["executor"] == version
+    # a batch with two zero-advantage samples trains on the other two only
+    half = learner.update("executor", [Sample(g.request.prompt_ids, g.token_ids, g.logprobs, a, str(g.adapter))
+                                       for g, a in zip(gens, [0.5, 0.0, -0.5, 0.0])])
+    assert (half["samples"], half["samples_given"], half["version"]) == (2, 4, version + 1)
 
 
 def _ep(task, success, rendered=False, inj=None):

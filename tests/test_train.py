@@ -16,7 +16,7 @@ from forms_bench.proposal import TaskProposal
 TINY = {
     "name": "tiny", "seed": 3,
     "model": {"backbone": "tiny", "engine": "torch", "consistency": "measure", "lora_rank": 4, "lora_alpha": 8},
-    "optim": {"learning_rate": 0.01, "micro_batch": 2},
+    "optim": {"learning_rate": 0.01, "micro_batch": 2, "skip_zero_advantage": False},  # machinery: update every batch
     "warmstart": {"enabled": False},
     "stage1": {"iterations": 2, "proposals": 2, "control_runs": 2, "rollouts_per_task": 2, "executor_pool": 1},
     # eta 0: the random tiny executor never succeeds, and stage 2 attacks only tasks with p̂ >= eta
