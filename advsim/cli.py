@@ -267,7 +267,11 @@ def demo_cmd(
     log = _engine_log_to_file(Path(run_dir))
     typer.echo(f"run directory: {run_dir} (engine log: {log})")
     t0 = time.perf_counter()
-    learner = build_learner(cfg, RunDir(run_dir))  # one engine for training and evaluation
+    from advsim.run import stderr_to
+
+    with stderr_to(log):
+        learner = build_learner(cfg, RunDir(run_dir))  # one engine for training and evaluation
+    learner.engine_log = log
     run = train(cfg, run_dir, resume=resume, learner=learner)
     t1 = time.perf_counter()
     results = evaluate(run.path, tasks="all" if full else cfg.eval.tasks, seeds=cfg.eval.seeds,

@@ -132,6 +132,8 @@ class EvalConfig:
     seeds: int = _f(1, "Repeats per task in the simulated world (mean and spread reported).", ge=1)
     browser: bool = _f(True, "Also measure strict success in the real browser.")
     attacked_browser: bool = _f(True, "Also measure attacked strict success in the real browser.")
+    attacked_test: bool = _f(True, "Also run every learned adversary's α on the test sample (sim, and the last "
+                                   "one in the browser with attacked_browser).")
     corpus: bool = _f(True, "Also measure completion under the built-in injection-style corpus.")
     levels: list[int] = _f([0, 1, 2, 3, 4, 5], "Difficulty levels of the per-level evaluation pool (tasks drawn "
                            "from the training distribution with seeds no training run uses).")

@@ -234,7 +234,7 @@ def evaluate(run_dir: str | Path, tasks: str = "sample:2", seeds: int = 1, brows
                             world_errors="fail_episode" if world_factory else "raise", env_wrapper=env_wrapper)
 
     adv_alphas = {a: learned_injections(learner, io, sample, f"adversary@{versions(a)['adversary']}", 9_001)
-                  for a in adversaries}
+                  for a in (adversaries if cfg.eval.attacked_test else [])}
     rng = random.Random(cfg.seed)
     corpus_alphas = [rng.choice(list(corpus(t).values())) for t in sample]
     results: dict[str, Any] = {"tasks": [t.id for t in sample], "seeds": seeds, "judge": judge,
@@ -299,7 +299,7 @@ def evaluate(run_dir: str | Path, tasks: str = "sample:2", seeds: int = 1, brows
             try:
                 b_clean = run_set(ex, [EpisodeSpec(t) for t in sample], 101, factory)
                 res["browser_clean"] = _rates(b_clean, sample, 1)
-                if attacked_browser and adversaries:
+                if attacked_browser and adversaries and adv_alphas:
                     alphas = adv_alphas[adversaries[-1]]
                     eps = run_set(ex, [EpisodeSpec(t, a) for t, a in zip(sample, alphas) if a is not None], 101, factory)
                     res["browser_attacked"] = {**attacked_column(b_clean, alphas, eps), "adversary": adversaries[-1]}

@@ -94,6 +94,7 @@ class Learner:
         self.optimizers = {r: self._optimizer(r, cfg.optim.learning_rate) for r in ROLES}
         self._backbone_path = backbone_path
         self._engine = engine
+        self.engine_log: Path | None = None  # fd 2 goes here while the engine starts (advsim.run.stderr_to)
         self._saved: dict[str, Path] = {}  # every adapter version saved or restored, in order
         for r in ROLES:
             self.publish(r)
@@ -103,7 +104,10 @@ class Learner:
         """The rollout engine, built on first use (so a warm start trains before vLLM starts and
         binds its CPU threads); on creation every version saved so far is registered."""
         if self._engine is None:
-            self._engine = self._make_engine(self._backbone_path)
+            from advsim.run import stderr_to
+
+            with stderr_to(self.engine_log):
+                self._engine = self._make_engine(self._backbone_path)
             saved, self._saved = self._saved, {}
             for ref, path in saved.items():
                 self._register(ref, path)

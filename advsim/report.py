@@ -274,13 +274,16 @@ def write_report(run_dir: str | Path, results: dict) -> Path:
         if chk:
             lines += ["", f"Format check on {int(chk['samples'])} held-out prompts per role (sampled at the "
                       "rollout temperature): " + ", ".join(f"{role} {_pct(chk[f'{role}_parse_rate'])} % parse"
-                                                          for role in ("executor", "curriculum", "adversary")) + "."]
+                                                          for role in ("executor", "curriculum", "adversary"))
+                      + (f"; the curriculum's level equals the warm-start prior (the history's level closest to "
+                         f"p̂ = ½, one step toward it) in {_pct(chk['curriculum_prior_agreement'])} %"
+                         if "curriculum_prior_agreement" in chk else "") + "."]
     train_rows = [e for e in events if "stage" in e]
     if train_rows:
         lines += ["", "## Training updates", "",
                   "| stage.iter | tasks | executor success (rollouts) | parse: executor / curriculum / adversary | "
                   "informative groups: executor / curriculum / adversary | R_C max / R_A mean | flip (n) vs null (n) | "
-                  "executor diff max |", "|---|---|---|---|---|---|---|---|"]
+                  "executor update: diff max (samples trained / given, optimizer steps) |", "|---|---|---|---|---|---|---|---|"]
         for e in train_rows:
             if e.get("skipped"):
                 lines.append(f"| {e['stage']}.{e['iteration']} | {e.get('tasks', 0)} | {e['skipped']} | | | | | |")
@@ -293,7 +296,12 @@ def write_report(run_dir: str | Path, results: dict) -> Path:
             r = e.get("curriculum_reward_max", e.get("adversary_reward_mean"))
             flip = (f"{_pct(e.get('flip_rate'))} ({e.get('flip_n')}) vs {_pct(e.get('null_flip_rate'))} "
                     f"({e.get('null_flip_n')})") if e["stage"] == 2 else "—"
-            diff = (e.get("executor") or {}).get("diff", {}).get("max", "—")
+            ex = e.get("executor") or {}
+            diff = ex.get("diff", {}).get("max", "—")
+            if ex.get("skipped"):
+                diff = f"update skipped: {ex['skipped']}"
+            elif "samples_given" in ex:
+                diff = f"{diff} ({ex['samples']}/{ex['samples_given']} samples, {ex.get('optimizer_steps', 1)} steps)"
             lines.append(f"| {e['stage']}.{e['iteration']} | {e.get('tasks') if e['stage'] == 2 else e.get('valid')} | {_pct(succ)} | {ptxt} | "
                          f"{inf} | {'—' if r is None else f'{r:.3f}'} | {flip} | {diff} |")
         fails = [(e["stage"], e["iteration"], role, f) for e in train_rows for role, v in (e.get("parse") or {}).items()

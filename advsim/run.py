@@ -18,10 +18,13 @@ last complete checkpoint are dropped, so a resumed run's logs equal an uninterru
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import shutil
+import sys
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, Iterator
 
 from advsim.config import TrainConfig, dump_config
 from forms_bench.atomic import atomic_append_jsonl, atomic_write_json, atomic_write_text
@@ -108,3 +111,25 @@ class RunDir:
         for d in (self.path / "checkpoints").iterdir():
             if d.is_dir() and d.name not in done:
                 shutil.rmtree(d)
+
+
+@contextlib.contextmanager
+def stderr_to(path: str | os.PathLike | None) -> Iterator[None]:
+    """Send file descriptor 2 (what C++ extensions, tqdm bars and ``warnings`` write, beyond the
+    reach of :mod:`logging`) to the end of ``path`` inside the block, then restore it; ``None``
+    leaves stderr alone. Used around model loading and vLLM start so engine noise lands in the
+    run's ``engine.log`` and the console keeps the phase lines."""
+    if path is None:
+        yield
+        return
+    sys.stderr.flush()
+    saved = os.dup(2)
+    fd = os.open(os.fspath(path), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    try:
+        os.dup2(fd, 2)
+        yield
+    finally:
+        sys.stderr.flush()
+        os.dup2(saved, 2)
+        os.close(saved)
+        os.close(fd)

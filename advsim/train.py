@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from rich.console import Console
+from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
 from advsim.coevolution import RoleIO, stage1_iteration, stage2_iteration
 from advsim.config import TrainConfig
@@ -64,7 +65,7 @@ def _warmstart(learner, io: RoleIO, cfg: TrainConfig, console: Console) -> dict[
         out[role] = stats
     if w.check_tasks:
         t0 = time.perf_counter()
-        check = format_check(learner, io, w.check_tasks, w.seed)
+        check = format_check(learner, io, w.check_tasks, w.seed, levels=w.executor_levels)
         check["seconds"] = time.perf_counter() - t0
         console.log("warm start format check on held-out prompts: " + ", ".join(
             f"{role} {check[f'{role}_parse_rate']:.0%}" for role in ("executor", "curriculum", "adversary")))
@@ -102,36 +103,46 @@ def train(cfg: TrainConfig, run_dir: str | Path, resume: bool = False, console: 
         learner.restore(state["versions"], run.checkpoint_dir(name) / "optimizer.pt")
         history = list(state.get("history", []))
         console.log(f"resuming {run.path} after checkpoint {name!r}")
-    for phase in phases(cfg):
-        if phase in done:
-            continue
-        t0 = time.perf_counter()
-        if phase == "warmstart":
-            stats = _warmstart(learner, io, cfg, console)
-            run.log("events.jsonl", [{"phase": phase, "warmstart": stats}])
-        elif phase.startswith("capability-iter-"):
-            t = int(phase.rsplit("-", 1)[1])
-            row = stage1_iteration(learner, io, run, t)
-            console.log(f"{phase}: p̂ {row['p_hat']} at levels {row['levels']}, R_C max {row['curriculum_reward_max']:.3f}, "
-                        f"executor success {row['executor_success']}, informative groups "
-                        f"{row['executor'].get('informative_group_fraction')}, "
-                        f"diff max {row['executor'].get('diff', {}).get('max')}")
-        else:
-            t = int(phase.rsplit("-", 1)[1])
-            row = stage2_iteration(learner, io, run, t, history)
-            if row.get("skipped"):
-                console.log(f"{phase}: {row['skipped']}")
-            else:
-                console.log(f"{phase}: adversary parsed {row['valid']}/{row['proposals']}, flip rate {row['flip_rate']} "
-                            f"(n={row['flip_n']}) vs null {row['null_flip_rate']} (n={row['null_flip_n']}), "
-                            f"attacked success {row['executor_attacked_success']}, "
-                            f"diff max {row['executor'].get('diff', {}).get('max')}")
-        state = {"versions": dict(learner.versions), "history": history, "seconds": time.perf_counter() - t0}
-        also = [f"adv-v-{phase.rsplit('-', 1)[1]}"] if phase.startswith("robust-iter-") else []
-        for name in [*also, phase]:
-            learner.save_optimizers(run.checkpoint_dir(name) / "optimizer.pt")
-        run.commit_checkpoint(phase, state, also=also)
-        console.log(f"checkpoint {' + '.join([phase, *also])} ({state['seconds']:.0f} s)")
-        if stop_after == phase:
-            break
+    todo = [p for p in phases(cfg) if p not in done]
+    with Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), TimeElapsedColumn(),
+                  console=console, transient=False) as bars:
+        ids = {p: bars.add_task(p, total=1, start=False) for p in todo}
+        for phase in todo:
+            bars.start_task(ids[phase])
+            _phase(phase, cfg, run, learner, io, history, console)
+            bars.update(ids[phase], completed=1)
+            if stop_after == phase:
+                break
     return run
+
+
+def _phase(phase: str, cfg: TrainConfig, run: RunDir, learner, io: RoleIO, history: list, console: Console) -> None:
+    """Run one phase and commit its checkpoint (the body of :func:`train`'s loop, one progress
+    bar per phase)."""
+    t0 = time.perf_counter()
+    if phase == "warmstart":
+        stats = _warmstart(learner, io, cfg, console)
+        run.log("events.jsonl", [{"phase": phase, "warmstart": stats}])
+    elif phase.startswith("capability-iter-"):
+        t = int(phase.rsplit("-", 1)[1])
+        row = stage1_iteration(learner, io, run, t)
+        console.log(f"{phase}: p̂ {row['p_hat']} at levels {row['levels']}, R_C max {row['curriculum_reward_max']:.3f}, "
+                    f"executor success {row['executor_success']}, informative groups "
+                    f"{row['executor'].get('informative_group_fraction')}, "
+                    f"diff max {row['executor'].get('diff', {}).get('max')}")
+    else:
+        t = int(phase.rsplit("-", 1)[1])
+        row = stage2_iteration(learner, io, run, t, history)
+        if row.get("skipped"):
+            console.log(f"{phase}: {row['skipped']}")
+        else:
+            console.log(f"{phase}: adversary parsed {row['valid']}/{row['proposals']}, flip rate {row['flip_rate']} "
+                        f"(n={row['flip_n']}) vs null {row['null_flip_rate']} (n={row['null_flip_n']}), "
+                        f"attacked success {row['executor_attacked_success']}, "
+                        f"diff max {row['executor'].get('diff', {}).get('max')}")
+    state = {"versions": dict(learner.versions), "history": history, "seconds": time.perf_counter() - t0}
+    also = [f"adv-v-{phase.rsplit('-', 1)[1]}"] if phase.startswith("robust-iter-") else []
+    for name in [*also, phase]:
+        learner.save_optimizers(run.checkpoint_dir(name) / "optimizer.pt")
+    run.commit_checkpoint(phase, state, also=also)
+    console.log(f"checkpoint {' + '.join([phase, *also])} ({state['seconds']:.0f} s)")

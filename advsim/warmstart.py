@@ -210,12 +210,13 @@ def adversary_examples(io: RoleIO, tokenizer, n: int, seed: int) -> list[tuple[l
     return out
 
 
-def format_check(learner, io: RoleIO, n_tasks: int, seed: int) -> dict:
+def format_check(learner, io: RoleIO, n_tasks: int, seed: int, levels: dict[int, float] | None = None) -> dict:
     """How often each warm-started role now speaks its format, on prompts it was not trained on.
 
-    Samples (at the rollout temperature, through the learner's engine) one executor action for
-    the first page of ``n_tasks`` held-out training tasks over every level (seed ``seed + 1000``),
-    one curriculum spec and one adversary α per task, and parses them with the roles' parsers.
+    Samples (at the rollout temperature and top-p, through the learner's engine) one executor
+    action for the first page of ``n_tasks`` held-out training tasks (seed ``seed + 1000``) at the
+    warm start's level weights ``levels`` (default: every level alike), one curriculum spec and
+    one adversary α per task, and parses them with the roles' parsers.
 
     Returns:
         ``{"executor_parse_rate", "curriculum_parse_rate", "adversary_parse_rate", "samples"}``
@@ -228,7 +229,7 @@ def format_check(learner, io: RoleIO, n_tasks: int, seed: int) -> dict:
     from worlds.web.sim import SimWebWorld
 
     r = learner.cfg.rollout
-    tasks = warmstart_tasks(n_tasks, seed + 1000, {lv: 1 for lv in LEVELS})
+    tasks = warmstart_tasks(n_tasks, seed + 1000, levels or {lv: 1 for lv in LEVELS})
     world = SimWebWorld()
     rng = random.Random(f"format-check:{seed}")
     prompts: dict[str, list] = {"executor": [], "curriculum": [], "adversary": []}

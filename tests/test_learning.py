@@ -299,3 +299,19 @@ def test_role_adversary_waits_until_its_step_then_injects_through_the_reactive_p
     assert ep.rendered and ep.success                     # injected at the third query, rendered, ignored
     col = attacked_column([ep], [True], [ep])
     assert col["rendered"] == 1
+
+
+def test_stderr_to_sends_fd2_to_the_engine_log_and_restores_it(tmp_path):
+    import os
+
+    from advsim.run import stderr_to
+
+    log = tmp_path / "engine.log"
+    log.write_text("start\n")
+    before = os.fstat(2).st_ino
+    with stderr_to(log):
+        os.write(2, b"NUMA binding warning from C++\n")
+    assert log.read_text() == "start\nNUMA binding warning from C++\n"
+    assert os.fstat(2).st_ino == before
+    with stderr_to(None):
+        pass
