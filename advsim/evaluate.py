@@ -358,6 +358,7 @@ def _pool_columns(run_set, ex: str, pool: dict[int, list[Task]], alphas: dict[in
             r_eps = run_set(ex, [EpisodeSpec(t) for t in pool[lv][:len(alphas[lv])]], 505,
                             env_wrapper=lambda env, adv=adv: ReactiveAdversaryEnv(env, adv))
             entry = out[str(lv)]
+            # proposals = parsed = episodes run reactively (the adversary's own parses: "queries")
             entry["reactive"] = {**attacked_column(entry["_clean_eps"], [True] * len(r_eps), r_eps),
                                  "queries": adv.check()}
     for entry in out.values():

@@ -225,7 +225,7 @@ def write_report(run_dir: str | Path, results: dict) -> Path:
             lv_rows.append(f"| {lv} | {name} | {_ci(v['clean'])} | "
                            + (f"{_ci(v['attacked']['task_completed'])} | {_ci(v['attacked']['attack_succeeded'])} | "
                               f"{_ci(v['null']['attack_succeeded'])} |" if "attacked" in v else "— | — | — |")
-                           + (f" {rx['rendered']}/{len(results.get('pool', {}).get(lv, [])) or '?'} | "
+                           + (f" {rx['rendered']}/{rx['proposals']} | "
                               f"{_ci(rx['task_completed'])} | {_ci(rx['attack_succeeded'])} |" if rx else " — | — | — |"))
     if lv_rows:
         lines += ["", "## Per-level evaluation pool (%, n, 95 % Wilson interval)", "",
