@@ -207,13 +207,17 @@ class LMJudge:
     """LM judge J over any :class:`policies.engines.Engine` (AdvSim2Real's frozen judge).
 
     Args:
-        engine: an object with ``generate(requests) -> generations`` (the Engine protocol).
+        engine: an object with ``generate(requests) -> generations`` (the Engine protocol) and
+            a ``request_type`` attribute (the request class it takes), unless ``request_type``
+            is given.
         tokenizer: the model's tokenizer; its chat template builds the prompt and its special
             token strings are removed from the content.
         k: samples per trajectory (majority vote; 1 = a single sample).
         temperature: sampling temperature (0 = greedy; use > 0 with k > 1).
         max_new_tokens: completion budget per sample.
         adapter: engine adapter to judge with (None = the frozen backbone).
+        request_type: the engine's request class (default ``engine.request_type``); the judge
+            imports nothing from :mod:`policies` (import contracts in ``pyproject.toml``).
         pages: ``"final"`` or ``"all"`` (see :func:`render_trajectory`).
         seed: seeds the delimiter nonces and the sampling seeds (None = fresh randomness).
         system_prompt: the system turn.
@@ -226,7 +230,8 @@ class LMJudge:
 
     def __init__(self, engine: Any, tokenizer: Any, *, k: int = 1, temperature: float = 0.0,
                  max_new_tokens: int = 16, adapter: Any = None, pages: str = "final",
-                 seed: int | None = 0, system_prompt: str = SYSTEM_PROMPT, prefill: bool = False):
+                 seed: int | None = 0, system_prompt: str = SYSTEM_PROMPT, prefill: bool = False,
+                 request_type: Any = None):
         if k < 1:
             raise ValueError(f"k must be >= 1, got {k}")
         if pages not in ("final", "all"):
@@ -235,6 +240,9 @@ class LMJudge:
         self.k, self.temperature, self.max_new_tokens = k, temperature, max_new_tokens
         self.adapter, self.pages, self.system_prompt = adapter, pages, system_prompt
         self.prefill = prefill
+        # the engine's request class (policies.engines.GenerationRequest): passed in or read from
+        # ``engine.request_type``, so judges import nothing from policies
+        self.request_type = request_type
         self._rng = random.Random(seed) if seed is not None else None
         self._seed = seed if seed is not None else secrets.randbelow(2**31)
         self._calls = 0
@@ -264,8 +272,10 @@ class LMJudge:
 
     def judge_many(self, trajectories: Sequence[Trajectory]) -> list[LMVerdict]:
         """Judge several trajectories with one ``engine.generate`` call (k requests each)."""
-        from policies.engines import GenerationRequest
-
+        GenerationRequest = self.request_type or getattr(self.engine, "request_type", None)
+        if GenerationRequest is None:
+            raise TypeError("LMJudge needs request_type= or an engine with a request_type attribute "
+                            "(e.g. policies.engines.GenerationRequest)")
         prompts, requests = [], []
         for traj in trajectories:
             text, nonce = self.build_prompt(traj)

@@ -184,6 +184,8 @@ class VLLMEngine:
     LoRA id, so a new version never reuses prefix-cache blocks of an old one.
     """
 
+    request_type = GenerationRequest  # what generate() takes (judges build requests from it)
+
     def __init__(self, model: str | os.PathLike = "smollm2-135m-instruct", *, max_model_len: int = 2048,
                  max_num_seqs: int = 16, enable_lora: bool = True, max_lora_rank: int = 16,
                  max_loras: int = 4, kv_cache_gib: float = 1, threads: int = 2,
@@ -369,6 +371,8 @@ class TorchEngine:
     a group is seeded with its first request's seed. ``generate`` and ``score`` differ by
     ~1e-7 … 1e-6 (KV-cache decoding vs full forward; padding): measure, don't require, diff = 0.
     """
+
+    request_type = GenerationRequest  # what generate() takes (judges build requests from it)
 
     def __init__(self, model, tokenizer, *, adapter_root: str | os.PathLike | None = None,
                  loaded: dict[str, int] | None = None, batch_size: int = 16) -> None:

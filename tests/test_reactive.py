@@ -17,7 +17,7 @@ from advsim.envs.web_forms import WebFormsEnv
 from forms_bench.injection import Injection
 from judges.lm import Trajectory
 from judges.oracle import oracle_judge
-from policies.engines import Generation
+from policies.engines import Generation, GenerationRequest
 
 TASK = "test-conditional-policy-0-000"
 SOLVE = ["select_option('40', 'Standard review')", "check('44')", "click('47')", "send_msg_to_user('done')"]
@@ -272,6 +272,8 @@ def test_trajectory_judge_sets_the_reward_and_keeps_the_strict_verdict():
     tok = tiny_tokenizer()
 
     class Says1:  # an engine whose judge always answers VERDICT: 1
+        request_type = GenerationRequest
+
         def generate(self, requests):
             return [Generation(request=r, token_ids=[1], logprobs=[0.0], adapter=None, finish_reason="stop",
                                text="VERDICT: 1") for r in requests]
