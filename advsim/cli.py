@@ -210,7 +210,8 @@ def demo_summary(run_dir: Path, results: dict, minutes: float) -> dict:
     """The demo's headline numbers (``advsim demo --json``): ``minutes``, ``parse_rate`` per role
     (warm-start format check on held-out prompts), ``informative_group_fraction`` (stage-1
     executor), ``curriculum_reward_max``, ``levels`` (per level × checkpoint × setting: success,
-    n, 95 % Wilson interval), ``flip_rate`` / ``null_flip_rate`` (stage 2: the learned adversary
+    n, 95 % Wilson interval), ``paired`` (per level, the change between consecutive checkpoints on
+    the same pool slots with the exact McNemar p-value, :func:`advsim.evaluate.paired_change`), ``flip_rate`` / ``null_flip_rate`` (stage 2: the learned adversary
     and the benign null injection on the adversary's controls, with n) and ``diff_max`` (the
     largest rollout/training log-prob diff over every update)."""
     from advsim.run import RunDir
@@ -237,6 +238,7 @@ def demo_summary(run_dir: Path, results: dict, minutes: float) -> dict:
             "informative_group_fraction": s1[-1]["executor"].get("informative_group_fraction") if s1 else None,
             "curriculum_reward_max": max((e["curriculum_reward_max"] for e in s1), default=None),
             "levels": levels,
+            "paired": results.get("paired", []),
             "flip_rate": s2[-1]["flip_rate"] if s2 else None, "flip_n": s2[-1]["flip_n"] if s2 else 0,
             "null_flip_rate": s2[-1]["null_flip_rate"] if s2 else None,
             "null_flip_n": s2[-1]["null_flip_n"] if s2 else 0,

@@ -32,6 +32,7 @@ Results are per stratum and overall; the report (:mod:`advsim.report`) turns the
 
 from __future__ import annotations
 
+import math
 import random
 import statistics
 from pathlib import Path
@@ -69,6 +70,45 @@ def rate(flags: Sequence[bool]) -> dict[str, Any]:
     k, n = sum(bool(f) for f in flags), len(flags)
     lo, hi = wilson(k, n)
     return {"rate": k / n if n else None, "k": k, "n": n, "ci_low": lo, "ci_high": hi}
+
+
+def mcnemar_exact(only_before: int, only_after: int) -> float:
+    """Two-sided exact McNemar test (binomial test of the discordant pairs, McNemar 1947):
+    under H0 "both checkpoints succeed equally often on the same slots", each of the
+    ``b + c`` discordant slots is a fair coin, so ``p = min(1, 2 · Σ_{k ≤ min(b, c)} C(b+c, k) / 2^(b+c))``.
+    Returns 1.0 when there is no discordant pair."""
+    n = only_before + only_after
+    if n == 0:
+        return 1.0
+    tail = sum(math.comb(n, k) for k in range(min(only_before, only_after) + 1)) / 2 ** n
+    return min(1.0, 2 * tail)
+
+
+def paired_change(before: Sequence[bool], after: Sequence[bool]) -> dict[str, Any]:
+    """The change in success between two checkpoints evaluated on the **same slots** (same
+    task, same per-turn sampling seeds: common random numbers, so their outcomes are paired).
+
+    Args:
+        before, after: one success flag per slot, same length and order.
+
+    Returns:
+        ``{"n", "before", "after", "change", "both", "only_before", "only_after", "neither",
+        "p_value"}`` — rates, their difference (after − before), the 2×2 counts and the exact
+        McNemar p-value (:func:`mcnemar_exact`).
+
+    Raises:
+        ValueError: the two lists differ in length.
+    """
+    if len(before) != len(after):
+        raise ValueError(f"paired_change: {len(before)} slots before, {len(after)} after")
+    n = len(before)
+    b = sum(bool(x) and not y for x, y in zip(before, after))
+    c = sum(not x and bool(y) for x, y in zip(before, after))
+    both = sum(bool(x) and bool(y) for x, y in zip(before, after))
+    kb, ka = sum(map(bool, before)), sum(map(bool, after))
+    return {"n": n, "before": kb / n if n else None, "after": ka / n if n else None,
+            "change": (ka - kb) / n if n else None, "both": both, "only_before": b, "only_after": c,
+            "neither": n - both - b - c, "p_value": mcnemar_exact(b, c)}
 
 
 def eval_pool(levels: Sequence[int], per_level: int | dict[int, int]) -> dict[int, list[Task]]:
@@ -311,6 +351,8 @@ def evaluate(run_dir: str | Path, tasks: str = "sample:2", seeds: int = 1, brows
         console.log(f"eval {name} ({ex}): sim clean {_fmt(res['sim_clean']['overall'])}"
                     + (f", browser clean {_fmt(res['browser_clean']['overall'])}" if "browser_clean" in res else "")
                     + (f"; pool {lv_txt}" if lv_txt else ""))
+    if pool:
+        results["paired"] = paired_levels(results)
     atomic_write_json(run.path / "eval.json", results)
     print_headline(results, console)
     return results
@@ -345,7 +387,7 @@ def _pool_columns(run_set, ex: str, pool: dict[int, list[Task]], alphas: dict[in
         chunk = eps[start:start + n]
         entry = out.setdefault(str(lv), {})
         if setting == "clean":
-            entry["clean"] = rate([e.success for e in chunk])
+            entry["clean"] = {**rate([e.success for e in chunk]), "outcomes": [bool(e.success) for e in chunk]}
             entry["parse_rate"] = statistics.fmean(e.parse_rate for e in chunk) if chunk else None
             entry["_clean_eps"] = chunk
         else:
@@ -363,6 +405,25 @@ def _pool_columns(run_set, ex: str, pool: dict[int, list[Task]], alphas: dict[in
                                  "queries": adv.check()}
     for entry in out.values():
         entry.pop("_clean_eps", None)
+    return out
+
+
+def paired_levels(results: dict) -> list[dict[str, Any]]:
+    """Per pool level, :func:`paired_change` of clean success between consecutive checkpoints
+    (``order``: warmstart → capability-iter-1 → robust-iter-1 …) and from the first to each
+    later one; every checkpoint runs the pool with the same sampling seeds, so slots pair up."""
+    order = [n for n in results.get("order", []) if "levels" in results["checkpoints"][n]]
+    pairs = list(zip(order, order[1:])) + [(order[0], n) for n in order[2:]] if order else []
+    out = []
+    for a, b in pairs:
+        la, lb = results["checkpoints"][a]["levels"], results["checkpoints"][b]["levels"]
+        for lv in la:
+            if lv in lb and "outcomes" in la[lv]["clean"] and "outcomes" in lb[lv]["clean"]:
+                out.append({"level": int(lv), "before": a, "after": b,
+                            **{k: v for k, v in paired_change(la[lv]["clean"]["outcomes"],
+                                                              lb[lv]["clean"]["outcomes"]).items()
+                               if k not in ("before", "after")},
+                            "rate_before": la[lv]["clean"]["rate"], "rate_after": lb[lv]["clean"]["rate"]})
     return out
 
 

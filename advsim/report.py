@@ -237,6 +237,19 @@ def write_report(run_dir: str | Path, results: dict) -> Path:
                   "| level | checkpoint | clean | attacked: task_completed | attacked: flip rate | null: flip rate "
                   "| reactive: rendered | reactive: task_completed | reactive: flip rate |",
                   "|---|---|---|---|---|---|---|---|---|"] + sorted(lv_rows, key=lambda r: int(r.split("|")[1]))
+    paired = results.get("paired") or []
+    if paired:
+        lines += ["", "## Change in clean success, paired (same pool slots, same sampling seeds)", "",
+                  "Every checkpoint plays each pool slot with the same per-turn sampling seeds (common random "
+                  "numbers), so outcomes pair up: only before / only after count the slots that one checkpoint "
+                  "solved and the other did not; p = exact two-sided McNemar test on those discordant slots.", "",
+                  "| level | before → after | n | before % | after % | change (points) | both | only before "
+                  "| only after | neither | p (McNemar) |",
+                  "|---|---|---|---|---|---|---|---|---|---|---|"]
+        for pr in paired:
+            lines.append(f"| {pr['level']} | {pr['before']} → {pr['after']} | {pr['n']} | {_pct(pr['rate_before'])} | "
+                         f"{_pct(pr['rate_after'])} | {100 * pr['change']:+.1f} | {pr['both']} | {pr['only_before']} | "
+                         f"{pr['only_after']} | {pr['neither']} | {pr['p_value']:.3f} |")
     lines += ["", "## Per stratum, test sample (%)", ""]
     lines += ["| checkpoint | setting | " + " | ".join(STRATA) + " |", "|---|---|" + "---|" * len(STRATA)]
     for name, res in ck.items():

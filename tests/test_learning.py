@@ -8,7 +8,7 @@ import pytest
 
 from advsim.coevolution import flip_counts, group_stats
 from advsim.config import ConfigError, config_from_dict
-from advsim.evaluate import attacked_column, eval_pool, rate, wilson
+from advsim.evaluate import attacked_column, eval_pool, mcnemar_exact, paired_change, paired_levels, rate, wilson
 from advsim.rewards import curriculum_reward, executor_advantages
 from advsim.rollout import Episode, EpisodeSpec
 from forms_bench import STRATA, build_test_set, generate, load
@@ -177,6 +177,37 @@ def test_wilson_interval_and_rate():
     assert wilson(0, 0) == (None, None)
     r = rate([True, False, True, True])
     assert (r["k"], r["n"], r["rate"]) == (3, 4, 0.75)
+
+
+def test_exact_mcnemar_and_paired_change_are_hand_computed():
+    # b = 0, c = 5: p = 2 * C(5, 0) / 2^5 = 0.0625; b = 1, c = 9: p = 2 * (1 + 10) / 1024
+    assert mcnemar_exact(0, 5) == 0.0625
+    assert abs(mcnemar_exact(1, 9) - 22 / 1024) < 1e-15
+    assert mcnemar_exact(3, 3) == 1.0 and mcnemar_exact(0, 0) == 1.0
+    before = [True, True, False, False, False, True]
+    after = [True, False, True, True, False, True]
+    pc = paired_change(before, after)
+    assert (pc["both"], pc["only_before"], pc["only_after"], pc["neither"]) == (2, 1, 2, 1)
+    assert pc["before"] == 0.5 and pc["after"] == 4 / 6 and abs(pc["change"] - 1 / 6) < 1e-12
+    assert pc["p_value"] == 1.0  # 2 * (C(3,0) + C(3,1)) / 8 = 1
+    with pytest.raises(ValueError, match="3 slots before, 2 after"):
+        paired_change([True] * 3, [True] * 2)
+
+
+def test_paired_levels_compare_consecutive_checkpoints_on_the_same_slots():
+    def ck(flags):
+        return {"levels": {"0": {"clean": {**rate(flags), "outcomes": flags}}}}
+
+    results = {"order": ["warmstart", "capability-iter-1", "robust-iter-1"],
+               "checkpoints": {"warmstart": ck([False, False, True, False]),
+                               "capability-iter-1": ck([True, True, True, False]),
+                               "robust-iter-1": ck([True, False, True, False])}}
+    rows = paired_levels(results)
+    assert [(r["before"], r["after"]) for r in rows] == [("warmstart", "capability-iter-1"),
+                                                         ("capability-iter-1", "robust-iter-1"),
+                                                         ("warmstart", "robust-iter-1")]
+    assert (rows[0]["only_before"], rows[0]["only_after"], rows[0]["change"]) == (0, 2, 0.5)
+    assert rows[0]["p_value"] == 0.5 and rows[0]["rate_before"] == 0.25 and rows[0]["rate_after"] == 0.75
 
 
 def test_eval_pool_is_fixed_and_disjoint_from_proposal_seeds():
