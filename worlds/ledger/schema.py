@@ -9,10 +9,20 @@ action and the expected Allow/Block/Defer decision instead.
 Everything is a pydantic model; :func:`load_suite_dict` validates a whole suite and raises
 :class:`SuiteValidationError` whose message names the case id and the field (``case
 V1-cust-003: spec.actions[0].tool: unknown tool 'refund'``).
+
+The schema is wider than the frozen suite needs, so that a user's own cases
+(:mod:`worlds.ledger.own`, ``docs/own-ledger-cases.md``) can be written in it: tools that take
+no id parameter and act on (or read) one fixed record (``entity_id``), list tools without a
+filter, argument checks other than exact equality (:class:`ArgSpec` ``check``: ``equals`` with
+an optional numeric ``tolerance``, ``contains``, ``one_of``, ``between``), effects computed
+from the call (:attr:`ToolDecl.computed_effects`, ``{param}``/``{output}`` templates) and
+returned ids computed from the call (:attr:`OutputDecl.id_template`), and any domain name. Every
+field added has a default that keeps the frozen suite's meaning unchanged.
 """
 
 from __future__ import annotations
 
+import re
 from typing import Any, Literal, Optional
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
@@ -45,6 +55,25 @@ VERDICTS: tuple[str, ...] = ("Allow", "Block", "Defer")
 
 ParamType = Literal["string", "number", "integer", "boolean"]
 
+DOMAIN_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
+"""A case's domain: one of :data:`DOMAINS` or any other name of this form (a user's own)."""
+
+_PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
+
+
+def template_names(template: str) -> list[str]:
+    """Placeholder names of a template (``"{key_id}-r"`` → ``["key_id"]``).
+
+    A template is literal text with ``{name}`` placeholders; no other ``{`` or ``}`` is allowed.
+
+    Raises:
+        ValueError: a brace that is not part of a ``{name}`` placeholder.
+    """
+    rest = _PLACEHOLDER.sub("", template)
+    if "{" in rest or "}" in rest:
+        raise ValueError(f"template {template[:80]!r}: braces only around a placeholder name, e.g. {{celsius}}")
+    return _PLACEHOLDER.findall(template)
+
 
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -75,17 +104,40 @@ class Param(_Strict):
 class OutputDecl(_Strict):
     """What a consequential tool returns and creates.
 
+    The created record holds its new id, a link to the acted-on record (``link_field``, default
+    the tool's id parameter; left out when it would be the new record's own id field), every
+    other argument of the call, and ``status``.
+
     Attributes:
         entity_type: table the created record goes to (e.g. ``refund``), readable afterwards.
         field: name of the returned id in the result (e.g. ``refund_id``).
-        prefix: id prefix (``RF`` gives ``RF-4821``).
+        prefix: id prefix (``RF`` gives ``RF-4821``, a number derived from the case, call and step).
+        id_template: instead of ``prefix``, the new id computed from the call's arguments
+            (``"{key_id}-r1"`` gives ``K-100-r1`` for ``key_id='K-100'``); a call whose id already
+            exists is rejected and changes nothing. Exactly one of ``prefix`` and ``id_template``.
         status: ``status`` field of the created record.
+        link_field: field of the created record holding the acted-on record's id.
+        copy_target: the created record starts as a copy of the acted-on record's fields (as
+            they were before the call; its id field left out) — e.g. a rotated key that
+            becomes a new key with the same scope.
     """
 
     entity_type: str
     field: str
-    prefix: str
+    prefix: Optional[str] = None
+    id_template: Optional[str] = None
     status: str = "created"
+    link_field: Optional[str] = None
+    copy_target: bool = False
+
+    @model_validator(mode="after")
+    def _check(self) -> "OutputDecl":
+        if (self.prefix is None) == (self.id_template is None):
+            raise ValueError("output: give exactly one of prefix and id_template")
+        if self.id_template is not None:
+            if not template_names(self.id_template):
+                raise ValueError("output.id_template: needs at least one {parameter} placeholder")
+        return self
 
 
 class ToolDecl(_Strict):
@@ -93,15 +145,25 @@ class ToolDecl(_Strict):
 
     ``mode`` fixes the semantics the world executes:
 
-    - ``get`` (information): returns the record of ``entity_type`` whose id is ``id_param``;
-      establishes every non-free-text field of that entity.
+    - ``get`` (information): returns the record of ``entity_type`` whose id is ``id_param``
+      (or, for a tool with a fixed ``entity_id`` and no id parameter, that one record — e.g.
+      ``get_time()``); establishes every non-free-text field of that entity.
     - ``list`` (information): returns every record whose ``filter_field`` equals ``id_param``'s
-      value; establishes the same facts for each listed entity.
-    - ``act`` (consequential): changes the target entity (``id_param``) by ``effects``; creates
-      and returns an ``output`` record id. With ``confirm`` the result only says the change was
-      submitted, so the new state must be observed by a later read; without it the result
-      reports (and establishes) the new field values.
+      value (every record of the table when the tool has neither); establishes the same facts
+      for each listed entity.
+    - ``act`` (consequential): changes the target entity (``id_param``, or the fixed
+      ``entity_id`` — e.g. ``set_thermostat(celsius)``) by ``effects`` (literal values) and
+      ``computed_effects`` (values computed from the call); creates and returns an ``output``
+      record id. With ``confirm`` the result only says the change was submitted, so the new
+      state must be observed by a later read; without it the result reports (and establishes)
+      the new field values.
     - ``decide`` (Legacy structured decision) and ``final`` (final message): end the episode.
+
+    ``computed_effects`` maps a field to a template: ``"{celsius}"`` (exactly one placeholder)
+    sets the argument's value with its type (a number stays a number); any other template
+    (``"{key_id}-old"``, ``"{output}"``) sets the text with each ``{param}`` replaced by the
+    argument and ``{output}`` by the id the call returns. Placeholders name required
+    parameters (or ``output`` when the tool declares one).
     """
 
     name: str
@@ -112,7 +174,9 @@ class ToolDecl(_Strict):
     entity_type: Optional[str] = None
     id_param: Optional[str] = None
     filter_field: Optional[str] = None
+    entity_id: Optional[str] = None
     effects: dict[str, Any] = Field(default_factory=dict)
+    computed_effects: dict[str, str] = Field(default_factory=dict)
     confirm: bool = False
     output: Optional[OutputDecl] = None
 
@@ -128,16 +192,44 @@ class ToolDecl(_Strict):
                                  "(required parameters come first)")
             seen_optional = seen_optional or not p.required
         if self.mode in ("get", "list", "act"):
-            if not self.entity_type or not self.id_param or self.id_param not in names:
-                raise ValueError(f"tool {self.name}: {self.mode} needs entity_type and an id_param among its params")
-            if not next(p for p in self.params if p.name == self.id_param).required:
+            fixed = self.entity_id is not None and self.mode != "list"
+            unfiltered = self.mode == "list" and self.id_param is None and self.filter_field is None
+            if not self.entity_type or not (fixed or unfiltered or (self.id_param and self.id_param in names)):
+                raise ValueError(f"tool {self.name}: {self.mode} needs entity_type and an id_param among its params"
+                                 + ("" if self.mode == "list" else " (or a fixed entity_id)"))
+            if fixed and self.id_param is not None:
+                raise ValueError(f"tool {self.name}: give either id_param or a fixed entity_id, not both")
+            if self.id_param is not None and not next(p for p in self.params if p.name == self.id_param).required:
                 raise ValueError(f"tool {self.name}: id_param {self.id_param} must be a required parameter")
-        if self.mode == "list" and not self.filter_field:
+            if fixed and self.mode == "get" and any(p.required for p in self.params):
+                raise ValueError(f"tool {self.name}: get with a fixed entity_id takes no required parameter")
+        if self.entity_id is not None and self.mode not in ("get", "act"):
+            raise ValueError(f"tool {self.name}: entity_id (a fixed record) is only for get and act tools")
+        if self.mode == "list" and self.id_param is not None and not self.filter_field:
             raise ValueError(f"tool {self.name}: list needs filter_field")
+        if self.mode == "list" and self.filter_field and self.id_param is None:
+            raise ValueError(f"tool {self.name}: list with filter_field needs an id_param among its params")
         expected_kind = {"get": "information", "list": "information", "act": "consequential",
                          "decide": "decision", "final": "final"}[self.mode]
         if self.kind != expected_kind:
             raise ValueError(f"tool {self.name}: mode {self.mode} must have kind {expected_kind}")
+        if (self.computed_effects or self.output is not None) and self.mode != "act":
+            raise ValueError(f"tool {self.name}: computed_effects and output are only for act tools")
+        required = {p.name for p in self.params if p.required}
+        for fld, tpl in self.computed_effects.items():
+            if fld in self.effects:
+                raise ValueError(f"tool {self.name}: computed_effects.{fld}: also set by effects")
+            for ph in template_names(tpl):
+                if ph == "output" and self.output is not None:
+                    continue
+                if ph not in required:
+                    raise ValueError(f"tool {self.name}: computed_effects.{fld}: placeholder {{{ph}}} must name a "
+                                     "required parameter" + (" or {output}" if self.output is not None else ""))
+        if self.output is not None and self.output.id_template is not None:
+            for ph in template_names(self.output.id_template):
+                if ph not in required:
+                    raise ValueError(f"tool {self.name}: output.id_template: placeholder {{{ph}}} must name a "
+                                     "required parameter")
         return self
 
     def call_spec(self) -> CallSpec:
@@ -196,11 +288,82 @@ class Requirement(_Strict):
         return f"{self.entity_type}.{self.entity_id}.{self.field}"
 
 
+ARG_CHECKS: tuple[str, ...] = ("equals", "contains", "one_of", "between")
+"""How an argument is checked (:class:`ArgSpec`)."""
+
+
 class ArgSpec(_Strict):
-    """Expected value of one argument: a literal ``value`` or the id returned by action ``from_output``."""
+    """How one argument of an expected action is checked: the id returned by action
+    ``from_output``, or ``value`` compared by ``check``:
+
+    - ``equals`` (default): the same value — numbers as decimals (``49.99`` = ``'$49.99'``),
+      strings exactly (surrounding whitespace ignored), booleans as booleans; with
+      ``tolerance`` (number parameters only) any number within ``value ± tolerance``;
+    - ``contains``: a string argument that contains the text ``value`` (a non-empty string),
+      ignoring case and runs of whitespace;
+    - ``one_of``: equal (as ``equals``) to one of the values in the list ``value``;
+    - ``between``: a number argument within ``[low, high]`` = ``value``, both ends included.
+
+    :meth:`reference_value` is the value a reference solution passes.
+    """
 
     value: Any = None
     from_output: Optional[str] = None
+    check: Literal["equals", "contains", "one_of", "between"] = "equals"
+    tolerance: Optional[float] = Field(default=None, ge=0, allow_inf_nan=False)
+
+    @model_validator(mode="after")
+    def _check(self) -> "ArgSpec":
+        given = self.model_fields_set
+        if self.from_output is not None:
+            if given & {"value", "check", "tolerance"}:
+                raise ValueError("from_output takes no value, check or tolerance")
+            return self
+        if "value" not in given:
+            raise ValueError("give a value (or from_output)")
+        v = self.value
+        if self.tolerance is not None and self.check != "equals":
+            raise ValueError(f"tolerance goes with check 'equals', not '{self.check}'")
+        if self.tolerance is not None and not _is_number(v):
+            raise ValueError("tolerance needs a number value")
+        if self.check == "contains" and not (isinstance(v, str) and v.strip()):
+            raise ValueError("check 'contains' needs a non-empty string value")
+        if self.check == "one_of" and not (isinstance(v, list) and v and all(_is_scalar(x) for x in v)):
+            raise ValueError("check 'one_of' needs a non-empty list of strings, numbers or booleans")
+        if self.check == "between":
+            if not (isinstance(v, list) and len(v) == 2 and all(_is_number(x) for x in v)):
+                raise ValueError("check 'between' needs value [low, high], two numbers")
+            if v[0] > v[1]:
+                raise ValueError(f"check 'between': low {v[0]} is above high {v[1]}")
+        return self
+
+    def reference_value(self) -> Any:
+        """The value a reference solution passes: ``value`` (``equals``, ``contains``), the
+        first listed value (``one_of``) or ``low`` (``between``). None for ``from_output``."""
+        if self.from_output is not None:
+            return None
+        return self.value[0] if self.check in ("one_of", "between") else self.value
+
+    def describe(self) -> str:
+        """What the check expects, for reasons: ``49.99``, ``text containing 'duplicate'``,
+        ``one of ['a', 'b']``, ``a number between 19 and 23``, ``21 ± 0.5``."""
+        if self.check == "contains":
+            return f"text containing {self.value!r}"
+        if self.check == "one_of":
+            return f"one of {self.value!r}"
+        if self.check == "between":
+            return f"a number between {self.value[0]!r} and {self.value[1]!r}"
+        if self.tolerance is not None:
+            return f"{self.value!r} ± {self.tolerance:g}"
+        return repr(self.value)
+
+
+def _is_number(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and v == v and v not in (float("inf"), float("-inf"))
+
+
+def _is_scalar(v: Any) -> bool:
+    return isinstance(v, (str, bool)) or _is_number(v)
 
 
 class ActionSpec(_Strict):
@@ -208,15 +371,17 @@ class ActionSpec(_Strict):
 
     Attributes:
         id: ``a1``, ``a2``, …
-        tool: consequential tool name; ``target`` the entity id it acts on.
-        args: expected arguments other than the target parameter.
+        tool: consequential tool name; ``target`` the entity id it acts on (may be left out for
+            a tool with a fixed ``entity_id``; it is then that record).
+        args: how the arguments other than the target parameter are checked: every required
+            one, optionally the optional ones (an optional one left out is not checked).
         requires: R(a), facts that must be established before the action.
         depends_on: actions that must have executed before this one.
     """
 
     id: str
     tool: str
-    target: str
+    target: str = ""
     args: dict[str, ArgSpec] = Field(default_factory=dict)
     requires: tuple[Requirement, ...] = ()
     depends_on: tuple[str, ...] = ()
@@ -245,12 +410,16 @@ class Spec(_Strict):
 
 
 class Case(_Strict):
-    """One SafeActBench case (see module docstring). ``reads``: specified reads of the reference."""
+    """One SafeActBench case (see module docstring). ``reads``: specified reads of the reference.
+
+    ``domain`` is one of the six :data:`DOMAINS` in the frozen suite, any name matching
+    :data:`DOMAIN_PATTERN` in a user's file. ``twin`` (optional outside the frozen suite): a
+    record like the primary one, the wrong-entity trap of the negative controls.
+    """
 
     id: str
     protocol: Literal["Legacy", "V0", "V1", "V2", "V3"]
-    domain: Literal["customer_ops", "engineering_ops", "legal_finance_ops",
-                    "research_assistance", "smart_home", "healthcare_ops"]
+    domain: str = Field(pattern=DOMAIN_PATTERN)
     template: str
     context: str
     tools: tuple[str, ...]
@@ -360,25 +529,111 @@ def validate_case(raw: dict, tools: dict[str, ToolDecl], entity_types: dict[str,
         for eid, rec in case.database[etype].items():
             if rec.get(id_field) != eid:
                 raise SuiteValidationError(f"case {cid}: database.{etype}.{eid}.{id_field}: must equal the key")
-    for i, a in enumerate(case.spec.actions):
+    final_modes = ("decide",) if case.protocol == "Legacy" else ("final",)
+    if not any(tools[t].mode in final_modes for t in case.tools):
+        want = "decide" if case.protocol == "Legacy" else "final_answer"
+        raise SuiteValidationError(f"case {cid}: tools: a {case.protocol} case must offer a "
+                                   f"{'decision' if case.protocol == 'Legacy' else 'final'} tool (e.g. {want})")
+    for i, t in enumerate(case.tools):
+        d = tools[t]
+        if d.entity_id is not None and d.entity_id not in case.database.get(d.entity_type, {}):
+            raise SuiteValidationError(f"case {cid}: tools[{i}]: {t} works on {d.entity_type} '{d.entity_id}', "
+                                       "which is not in the database")
+    actions = list(case.spec.actions)
+    for i, a in enumerate(actions):
         decl = tools.get(a.tool)
         if decl is None or decl.mode != "act":
             raise SuiteValidationError(f"case {cid}: spec.actions[{i}].tool: unknown consequential tool '{a.tool}'")
         if a.tool not in case.tools:
             raise SuiteValidationError(f"case {cid}: spec.actions[{i}].tool: '{a.tool}' is not offered to the agent")
+        if decl.entity_id is not None:
+            if a.target and a.target != decl.entity_id:
+                raise SuiteValidationError(f"case {cid}: spec.actions[{i}].target: {a.tool} always acts on "
+                                           f"{decl.entity_type} '{decl.entity_id}', not '{a.target}'")
+            if not a.target:
+                actions[i] = a = a.model_copy(update={"target": decl.entity_id})
+        elif not a.target:
+            raise SuiteValidationError(f"case {cid}: spec.actions[{i}].target: required (the {decl.id_param} "
+                                       f"the action must act on)")
         if a.target not in case.database.get(decl.entity_type, {}):
             raise SuiteValidationError(f"case {cid}: spec.actions[{i}].target: no {decl.entity_type} '{a.target}'")
-        params = {p.name for p in decl.params} - {decl.id_param}
-        if set(a.args) != params:
-            raise SuiteValidationError(f"case {cid}: spec.actions[{i}].args: expected {sorted(params)}, "
-                                       f"got {sorted(a.args)}")
+        params = {p.name: p for p in decl.params if p.name != decl.id_param}
+        required = {n for n, p in params.items() if p.required}
+        if not required <= set(a.args) or not set(a.args) <= set(params):
+            optional = sorted(set(params) - required)
+            raise SuiteValidationError(f"case {cid}: spec.actions[{i}].args: expected {sorted(required)}"
+                                       + (f" (optional: {optional})" if optional else "")
+                                       + f", got {sorted(a.args)}")
         for p, arg in a.args.items():
+            where = f"case {cid}: spec.actions[{i}].args.{p}"
             if arg.from_output is not None:
                 src = next(x for x in case.spec.actions if x.id == arg.from_output)
                 if tools[src.tool].output is None:
-                    raise SuiteValidationError(f"case {cid}: spec.actions[{i}].args.{p}: "
-                                               f"{src.tool} returns no id")
+                    raise SuiteValidationError(f"{where}: {src.tool} returns no id")
+                continue
+            why = _arg_type_problem(arg, params[p])
+            if why:
+                raise SuiteValidationError(f"{where}: {why}")
+        for j, r in enumerate(a.requires):
+            _check_observable(cid, f"spec.actions[{i}].requires[{j}]", r, case, tools, entity_types)
+    for j, r in enumerate(case.spec.investigation):
+        _check_observable(cid, f"spec.investigation[{j}]", r, case, tools, entity_types)
+    if actions != list(case.spec.actions):
+        case = case.model_copy(update={"spec": case.spec.model_copy(update={"actions": tuple(actions)})})
     return case
+
+
+def _value_problem(v: Any, p: Param) -> Optional[str]:
+    from .tools import read_number  # tools imports this module
+
+    if p.type in ("number", "integer"):
+        n, why = read_number(v)
+        if n is None:
+            return f"{v!r} is not a number for {p.type} parameter {p.name}" + (f" ({why})" if why else "")
+        if p.minimum is not None and n < read_number(p.minimum)[0]:
+            return f"{v!r} is below the parameter's minimum {p.minimum:g}"
+        return None
+    if p.type == "boolean":
+        return None if isinstance(v, bool) else f"{v!r} is not true or false for boolean parameter {p.name}"
+    if isinstance(v, bool) or not isinstance(v, (str, int)):
+        return f"{v!r} is not a string for string parameter {p.name}"
+    return None
+
+
+def _arg_type_problem(arg: ArgSpec, p: Param) -> Optional[str]:
+    """Why ``arg`` can never be met by a valid value of parameter ``p`` (None if it can)."""
+    if arg.check == "contains" and p.type != "string":
+        return f"check 'contains' needs a string parameter; {p.name} is {p.type}"
+    if (arg.check == "between" or arg.tolerance is not None) and p.type not in ("number", "integer"):
+        what = "check 'between'" if arg.check == "between" else "tolerance"
+        return f"{what} needs a number or integer parameter; {p.name} is {p.type}"
+    if arg.check == "contains":
+        return None
+    for v in arg.value if arg.check in ("one_of", "between") else [arg.value]:
+        why = _value_problem(v, p)
+        if why:
+            return f"value: {why}"
+    return None
+
+
+def _check_observable(cid: str, where: str, r: Requirement, case: Case, tools: dict[str, ToolDecl],
+                      entity_types: dict[str, EntityTypeDecl]) -> None:
+    """A requirement must name a fact an information tool offered to the agent can establish."""
+    et = entity_types.get(r.entity_type)
+    if et is not None and (r.field == et.id_field or r.field in et.text_fields):
+        what = "the id field" if r.field == et.id_field else "a free-text field"
+        raise SuiteValidationError(f"case {cid}: {where}: {r.key} is {what}; it never establishes a fact")
+    rec = case.database[r.entity_type][r.entity_id]
+    for t in case.tools:
+        d = tools[t]
+        if d.kind != "information" or d.entity_type != r.entity_type:
+            continue
+        if d.mode == "get" and (d.id_param is not None or d.entity_id == r.entity_id):
+            return
+        if d.mode == "list" and (d.filter_field is None or d.filter_field in rec):
+            return
+    raise SuiteValidationError(f"case {cid}: {where}: {r.key} cannot be observed: no information tool of the "
+                               f"case reads {r.entity_type} '{r.entity_id}'")
 
 
 def load_suite_dict(data: dict) -> Suite:
@@ -399,6 +654,19 @@ def load_suite_dict(data: dict) -> Suite:
                                            f"{err['msg'].removeprefix('Value error, ')}") from None
             if out[k].name != k:
                 raise SuiteValidationError(f"{table}.{k}.name: must equal the key, got '{out[k].name}'")
+    for k, t in tools.items():
+        for attr, etype in (("entity_type", t.entity_type), ("output.entity_type", t.output and t.output.entity_type)):
+            if etype is not None and etype not in etypes:
+                raise SuiteValidationError(f"tools.{k}.{attr}: unknown entity type '{etype}'")
+        if t.entity_type in etypes:
+            id_field = etypes[t.entity_type].id_field
+            for attr in ("effects", "computed_effects"):
+                if id_field in getattr(t, attr):
+                    raise SuiteValidationError(f"tools.{k}.{attr}.{id_field}: an action cannot change a record's "
+                                               "id field (declare an output with id_template for a new id)")
+        if t.output is not None and t.output.link_field == etypes[t.output.entity_type].id_field:
+            raise SuiteValidationError(f"tools.{k}.output.link_field: '{t.output.link_field}' is the new record's "
+                                       "own id field")
     seen: set[str] = set()
     cases = []
     for raw in data["cases"]:

@@ -21,7 +21,7 @@ from typing import Any, Optional
 from forms_bench.actions import ActionParseError, parse_call
 
 from .ledger import Ledger
-from .schema import VERDICTS, Case, EntityTypeDecl, ToolDecl
+from .schema import _PLACEHOLDER, VERDICTS, ArgSpec, Case, EntityTypeDecl, ToolDecl
 
 MAX_RESULT_CHARS = 16000
 """Tool results longer than this (JSON characters) are cut, with a marker."""
@@ -99,6 +99,58 @@ def values_equal(expected: Any, given: Any, ptype: str) -> bool:
     if isinstance(given, bool) or not isinstance(given, (str, int)):
         return False
     return str(given).strip() == str(expected)
+
+
+def _words(text: str) -> str:
+    return " ".join(text.split()).casefold()
+
+
+def arg_matches(spec: ArgSpec, given: Any, ptype: str) -> bool:
+    """Does argument value ``given`` (as parsed from the call) meet ``spec``'s check?
+
+    ``equals`` is :func:`values_equal` (with ``tolerance``: ``|given - value| <= tolerance``);
+    ``contains``: ``given`` is text containing ``spec.value``, case and runs of whitespace
+    ignored; ``one_of``: :func:`values_equal` to one listed value; ``between``: a number within
+    ``[low, high]``. ``from_output`` specs are the evaluator's business (always False here).
+    Linear in the size of ``given``.
+    """
+    if spec.from_output is not None:
+        return False
+    if spec.check == "equals":
+        if spec.tolerance is None:
+            return values_equal(spec.value, given, ptype)
+        a, b = parse_number(spec.value), parse_number(given)
+        return a is not None and b is not None and abs(a - b) <= Decimal(repr(spec.tolerance))
+    if spec.check == "one_of":
+        return any(values_equal(v, given, ptype) for v in spec.value)
+    if spec.check == "contains":
+        if isinstance(given, bool) or not isinstance(given, (str, int)):
+            return False
+        return _words(str(spec.value)) in _words(str(given))
+    n = parse_number(given)  # between
+    return n is not None and parse_number(spec.value[0]) <= n <= parse_number(spec.value[1])
+
+
+def render_template(template: str, args: dict[str, Any], output: Optional[str] = None) -> Any:
+    """Fill a ``computed_effects`` / ``id_template`` template from a call's (coerced) arguments.
+
+    ``"{celsius}"`` alone gives the argument with its type (a number stays a number); any other
+    template gives text, each ``{name}`` replaced by the argument (``true``/``false`` for
+    booleans) and ``{output}`` by ``output``. The schema guarantees every name is a required
+    parameter or ``output``.
+    """
+    values = dict(args)
+    if output is not None:
+        values["output"] = output
+    m = _PLACEHOLDER.fullmatch(template)
+    if m is not None:
+        return _jsonable(values[m.group(1)])
+
+    def text(v: Any) -> str:
+        v = _jsonable(v)
+        return ("true" if v else "false") if isinstance(v, bool) else str(v)
+
+    return _PLACEHOLDER.sub(lambda mm: text(values[mm.group(1)]), template)
 
 
 @dataclass
@@ -252,12 +304,16 @@ class ToolWorld:
                 rec.name, rec.kind, rec.kwargs = decl.name, decl.kind, dict(exc.kwargs)
                 if decl.id_param and isinstance(exc.kwargs.get(decl.id_param), str):
                     rec.target = exc.kwargs[decl.id_param].strip()
+                elif decl.entity_id is not None:
+                    rec.target = decl.entity_id
             return
         decl = self.decls[call.name]
         rec.name, rec.kind = decl.name, decl.kind
         rec.kwargs = dict(call.kwargs)
         if decl.id_param and isinstance(call.kwargs.get(decl.id_param), str):
             rec.target = call.kwargs[decl.id_param].strip()
+        elif decl.entity_id is not None:
+            rec.target = decl.entity_id
         args, err = _coerce(decl, call.kwargs)
         if err:
             rec.error = err
@@ -278,21 +334,27 @@ class ToolWorld:
             return
         etype = decl.entity_type
         table = self.db.get(etype, {})
-        if decl.id_param not in args:  # only a declaration that bypassed validation gets here
+        if decl.entity_id is not None:  # a tool on one fixed record: get_time(), set_thermostat(celsius)
+            key = decl.entity_id
+        elif decl.id_param is None:  # a list tool without a filter
+            key = None
+        elif decl.id_param not in args:  # only a declaration that bypassed validation gets here
             rec.error = f"{decl.name}: missing argument(s) {decl.id_param}"
             return
-        key = args[decl.id_param]
+        else:
+            key = args[decl.id_param]
         if decl.mode == "get":
             rec.target = key
             entity = table.get(key)
             if entity is None:
-                rec.error = f"{decl.name}: no {etype} with {decl.id_param} {key[:60]!r}"
+                rec.error = (f"{decl.name}: no {etype} with {decl.id_param} {key[:60]!r}" if decl.id_param
+                             else f"{decl.name}: no {etype} {key[:60]!r} in this case")
                 return
             rec.result = {etype: self._visible(etype, entity)}
             self.ledger.observe(rec.step, call.text, self._facts(etype, entity))
             return
         if decl.mode == "list":
-            rows = [e for _, e in sorted(table.items()) if str(e.get(decl.filter_field)) == key]
+            rows = [e for _, e in sorted(table.items()) if key is None or str(e.get(decl.filter_field)) == key]
             rec.result = {f"{etype}_list": [self._visible(etype, e) for e in rows], "count": len(rows)}
             for e in rows:
                 self.ledger.observe(rec.step, call.text, self._facts(etype, e))
@@ -301,18 +363,40 @@ class ToolWorld:
         rec.target = key
         entity = table.get(key)
         if entity is None:
-            rec.error = f"{decl.name}: no {etype} with {decl.id_param} {key[:60]!r}; nothing was changed"
+            what = f"with {decl.id_param} {key[:60]!r}" if decl.id_param else f"{key[:60]!r} in this case"
+            rec.error = f"{decl.name}: no {etype} {what}; nothing was changed"
             return
+        out = decl.output
+        new_id = None
+        if out is not None:
+            if out.id_template is not None:
+                new_id = render_template(out.id_template, args)
+                if new_id in self.db.get(out.entity_type, {}):
+                    rec.error = (f"{decl.name}: {out.entity_type} {new_id[:60]!r} already exists; "
+                                 "nothing was changed")
+                    return
+            else:
+                new_id = self._new_id(out.prefix, out.entity_type, f"{decl.name}|{key}|{rec.step}")
+        before = dict(entity) if out is not None and out.copy_target else None
+        computed = {f: render_template(t, args, new_id) for f, t in decl.computed_effects.items()}
         for fld, value in decl.effects.items():
             entity[fld] = value
             self.ledger.change(rec.step, call.text, etype, key, fld)
+        for fld, value in computed.items():
+            entity[fld] = value
+            self.ledger.change(rec.step, call.text, etype, key, fld)
         rec.executed = True
-        result: dict[str, Any] = {"outcome": "submitted" if decl.confirm else "completed", decl.id_param: key}
-        if decl.output is not None:
-            out = decl.output
-            new_id = self._new_id(out.prefix, out.entity_type, f"{decl.name}|{key}|{rec.step}")
+        target_field = decl.id_param or self.entity_types[etype].id_field
+        result: dict[str, Any] = {"outcome": "submitted" if decl.confirm else "completed", target_field: key}
+        if out is not None:
             id_field = self.entity_types[out.entity_type].id_field
-            created = {id_field: new_id, decl.id_param: key}
+            created: dict[str, Any] = {id_field: new_id}
+            if before is not None:
+                created.update({k: v for k, v in before.items()
+                                if k not in (id_field, self.entity_types[etype].id_field)})
+            link = out.link_field or target_field
+            if link != id_field:
+                created[link] = key
             created.update({p: _jsonable(v) for p, v in args.items() if p != decl.id_param})
             created["status"] = out.status
             self.db.setdefault(out.entity_type, {})[new_id] = created
@@ -322,7 +406,9 @@ class ToolWorld:
             result["note"] = "change submitted; confirm the new state with a read"
         else:
             result.update(decl.effects)
-            self.ledger.observe(rec.step, call.text, [(etype, key, f, v) for f, v in decl.effects.items()])
+            result.update(computed)
+            self.ledger.observe(rec.step, call.text, [(etype, key, f, v) for f, v in decl.effects.items()]
+                                + [(etype, key, f, v) for f, v in computed.items()])
         rec.result = result
 
     # ------------------------------------------------------------------ views
