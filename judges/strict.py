@@ -14,6 +14,10 @@ A trajectory passes when, at the last activation of the final control:
 It works on any :class:`worlds.web.world.EpisodeRecord`-shaped input — the simulated world's
 state or what the page server recorded from a real browser — and returns the verdict together
 with every reason it failed.
+
+:func:`check_page` is the same check for a user's own page (:mod:`forms_bench.page_spec`):
+conditions 1–4 with fields and controls named by their labels, any number of targets,
+protected fields and forbidden controls (zero included), and no ordered repair.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
 from typing import Any, Mapping, Sequence
 
+from forms_bench.page_spec import BoundPageSpec
 from forms_bench.schema import Task
 
 
@@ -142,3 +147,67 @@ def repair_order_reasons(task: Task, events: Sequence[Mapping[str, Any]]) -> lis
 def check_record(task: Task, record: Any) -> Verdict:
     """:func:`check` on an object with ``values`` and ``events`` attributes (an EpisodeRecord)."""
     return check(task, record.values, record.events)
+
+
+def check_page(bound: BoundPageSpec, values: Mapping[str, Any], events: Sequence[Mapping[str, Any]]) -> Verdict:
+    """Strict check of one episode on a user's own page.
+
+    Args:
+        bound: the page's spec bound to its fields and controls (:func:`forms_bench.page_spec.bind_spec`).
+        values: field bid -> value at the end of the episode (a field no longer on the page
+            keeps its last recorded value).
+        events: ordered log, as :class:`worlds.web.world.EpisodeRecord` has it, keyed by bid:
+            ``{"kind": "change", "key", "value"}`` and ``{"kind": "activate", "key",
+            "values": {field bid: value}}`` (an optional ``label`` names a control that was not
+            on the page at first).
+
+    Returns:
+        :class:`Verdict`. The conditions, with the reason given when one fails:
+
+        1. every target holds its value (:func:`values_equal`) at the last activation of the
+           final control — ``"target 'Amount': submitted '42.5O', expected '42.50'"`` — or, when
+           the spec has no final control, at the end (``"… final value …"``);
+        2. the final control was activated (``"final control 'Submit' was never activated"``)
+           and last (``"… was not the last activation ('Help' came after it)"``);
+        3. every protected field holds its initial value at submission and at the end
+           (``"protected field 'Email' changed at submission: 'a@b.c' -> 'x'"``);
+        4. no forbidden control was activated (``"forbidden control 'Delete' was activated"``,
+           once per activation).
+    """
+    reasons: list[str] = []
+    activations = [e for e in events if e.get("kind") == "activate"]
+
+    def label(e: Mapping[str, Any]) -> str:
+        known = bound.inventory.label_of(str(e.get("key")))
+        return known if known is not None else str(e.get("label") or e.get("key"))
+
+    for e in activations:
+        if e.get("key") in bound.forbidden:
+            reasons.append(f"forbidden control {label(e)!r} was activated")
+    submitted: Mapping[str, Any] | None = None
+    if bound.final_control is not None:
+        final = bound.label(bound.final_control)
+        finals = [i for i, e in enumerate(activations) if e.get("key") == bound.final_control]
+        if not finals:
+            reasons.append(f"final control {final!r} was never activated")
+        else:
+            submitted = activations[finals[-1]].get("values") or {}
+            if finals[-1] != len(activations) - 1:
+                reasons.append(f"final control {final!r} was not the last activation "
+                               f"({label(activations[-1])!r} came after it)")
+            for bid, want in bound.targets.items():
+                got = submitted.get(bid)
+                if not values_equal(got, want):
+                    reasons.append(f"target {bound.label(bid)!r}: submitted {got!r}, expected {want!r}")
+    else:
+        for bid, want in bound.targets.items():
+            got = values.get(bid)
+            if not values_equal(got, want):
+                reasons.append(f"target {bound.label(bid)!r}: final value {got!r}, expected {want!r}")
+    initial = bound.inventory.initial_values()
+    for bid in bound.protected:
+        for when, state in (("at submission", submitted), ("at the end", values)):
+            if state is not None and state.get(bid) != initial[bid]:
+                reasons.append(f"protected field {bound.label(bid)!r} changed {when}: "
+                               f"{initial[bid]!r} -> {state.get(bid)!r}")
+    return Verdict(not reasons, reasons)

@@ -454,7 +454,7 @@ class BrowserWorld:
 
     def _open(self) -> None:
         """A new context and page showing the current task under a new session."""
-        task = self._require_task()
+        self._require_task()
         self._close_context()
         if self._browser is None or not self._browser.is_connected():
             if self._browser is not None:
@@ -463,25 +463,44 @@ class BrowserWorld:
                 except Exception:  # noqa: BLE001 - it is dead already
                     pass
             self._launch()
+        self._start_session()
+        self._crashed = False
+        ctx = self._guard(self._browser.new_context, "opening a browser context")
+        self._context = ctx
+        ctx.set_default_timeout(self.action_timeout_ms)
+        ctx.set_default_navigation_timeout(self.navigation_timeout_ms)
+        self._prepare_context(ctx)
+        page = self._guard(ctx.new_page, "opening a page")
+        page.on("crash", self._on_crash)
+        self._page = page
+        url = self._page_url()
+        resp = self._guard(lambda: page.goto(url, wait_until="load"), f"loading {url}")
+        if resp is None or resp.status != 200:
+            raise PlaywrightError(f"loading {url} gave HTTP {resp.status if resp else 'no response'}")
+        self._cdp = self._guard(lambda: ctx.new_cdp_session(page), "opening a CDP session")
+
+    # Hooks for worlds that open other pages (worlds.web.own_page.PageWorld overrides them).
+
+    def _start_session(self) -> None:
+        """Begin a new page-server session for the page about to be opened."""
+        task = self._require_task()
         if not self.server.running:
             self.server.start()
         if self._session is not None:
             self.server.discard(task.id, self._session)
         self._attempt += 1
         self._session = f"{self._uid}-e{self._episode}-a{self._attempt}"
-        self._crashed = False
-        ctx = self._guard(self._browser.new_context, "opening a browser context")
-        self._context = ctx
-        ctx.set_default_timeout(self.action_timeout_ms)
-        ctx.set_default_navigation_timeout(self.navigation_timeout_ms)
-        page = self._guard(ctx.new_page, "opening a page")
-        page.on("crash", self._on_crash)
-        self._page = page
-        url = self.server.task_url(task.id, self._session)
-        resp = self._guard(lambda: page.goto(url, wait_until="load"), f"loading {url}")
-        if resp is None or resp.status != 200:
-            raise PlaywrightError(f"loading {url} gave HTTP {resp.status if resp else 'no response'}")
-        self._cdp = self._guard(lambda: ctx.new_cdp_session(page), "opening a CDP session")
+
+    def _prepare_context(self, ctx: Any) -> None:
+        """Called with each new browser context before its page is opened (nothing here)."""
+
+    def _page_url(self) -> str:
+        """The URL :meth:`_open` loads: the task's page under the current session."""
+        return self.server.task_url(self._require_task().id, self._session)
+
+    def _resolve(self, action: Action) -> Target | None:
+        """The action's target (:func:`worlds.web.world.resolve` on the task's page model)."""
+        return resolve(self._require_task(), action)
 
     def _on_crash(self, *_: Any) -> None:
         self._crashed = True
@@ -563,7 +582,7 @@ class BrowserWorld:
                 if kind == "inject":
                     self._inject_now(item)
                 else:
-                    self._apply(item, resolve(self._require_task(), item))
+                    self._apply(item, self._resolve(item))
             if self._last_obs is not None and self._obs_history_len == len(self._history):
                 obs = self._observe_now()
                 if obs != self._last_obs:
