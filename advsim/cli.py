@@ -17,6 +17,10 @@ app = typer.Typer(add_completion=False, no_args_is_help=True,
 bench_app = typer.Typer(no_args_is_help=True, help="Benchmarks: forms, ledger, judge, consistency, throughput.")
 app.add_typer(bench_app, name="bench")
 
+from advsim.page_cli import page_app  # noqa: E402 - `advsim page show|check` (docs/own-pages.md)
+
+app.add_typer(page_app, name="page")
+
 
 def _write_json(path: Optional[Path], payload: dict) -> None:
     if path is None:
