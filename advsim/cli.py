@@ -21,6 +21,10 @@ from advsim.page_cli import page_app  # noqa: E402 - `advsim page show|check` (d
 
 app.add_typer(page_app, name="page")
 
+from advsim.ledger_cli import ledger_app  # noqa: E402 - `advsim ledger check` (docs/own-ledger-cases.md)
+
+app.add_typer(ledger_app, name="ledger")
+
 
 def _write_json(path: Optional[Path], payload: dict) -> None:
     if path is None:

@@ -6,8 +6,9 @@ See :class:`EvidenceLedgerEnv`. The world itself (cases, tools, ledger, evaluato
 
 from __future__ import annotations
 
+import os
 import string
-from typing import Any, Optional
+from typing import Any, Optional, Union
 
 import gymnasium as gym
 from gymnasium import spaces
@@ -16,6 +17,7 @@ from advsim.envs.checks import not_running, positive_int
 from advsim.envs.spaces import Unicode
 from forms_bench.actions import MAX_CALL_CHARS
 from worlds.ledger.evaluator import EpisodeResult, evaluate
+from worlds.ledger.own import load_cases
 from worlds.ledger.schema import Case, Suite
 from worlds.ledger.suite import load_suite
 from worlds.ledger.tools import MAX_RESULT_CHARS, ToolWorld
@@ -39,7 +41,8 @@ def to_charset(text: str, limit: int) -> str:
 class EvidenceLedgerEnv(gym.Env):
     """Evidence-ledger tool world (SafeActBench) as a Gymnasium 1.4 environment.
 
-    Each episode plays one case of the frozen 656-case suite (:func:`worlds.ledger.load_suite`).
+    Each episode plays one case of the frozen 656-case suite (:func:`worlds.ledger.load_suite`),
+    or of a user's own case file (``cases=PATH``, :func:`worlds.ledger.own.load_cases`).
     The agent calls information tools (``get_charge(charge_id='CH-2')``) and consequential tools
     (``refund_charge(...)``); every consequential action must be backed by evidence it observed
     earlier about the same entity, not made stale by a later change, and dependent actions must
@@ -88,7 +91,11 @@ class EvidenceLedgerEnv(gym.Env):
     Args:
         case_ids: restrict episodes to these cases; ``protocol``/``domain``: filter the pool.
         max_steps: step limit (truncation), an int >= 1 (TypeError / ValueError otherwise).
-        suite_path: another suite file (checksum verified).
+        suite_path: another frozen suite file (checksum verified).
+        cases: a user's own case file instead of the frozen suite (JSON in the case schema,
+            ``docs/own-ledger-cases.md``; validated on load, no checksum): a ``str`` or
+            ``os.PathLike``. Not together with ``suite_path`` (ValueError). A bad file raises
+            :class:`~worlds.ledger.schema.SuiteValidationError` naming the case and field.
         render_mode: None or ``"ansi"``.
 
     ``reset(seed=…, options={"case_id": "V1-cust-001"})`` plays that case; without a case id
@@ -99,8 +106,15 @@ class EvidenceLedgerEnv(gym.Env):
 
     def __init__(self, case_ids: Optional[list[str]] = None, protocol: Optional[str] = None,
                  domain: Optional[str] = None, max_steps: int = 40, suite_path: Optional[str] = None,
-                 render_mode: Optional[str] = None):
-        self.suite: Suite = load_suite(suite_path)
+                 render_mode: Optional[str] = None, cases: Optional[Union[str, os.PathLike]] = None):
+        if cases is not None:
+            if suite_path is not None:
+                raise ValueError("give either cases (a user's case file) or suite_path (a frozen suite), not both")
+            if not isinstance(cases, (str, os.PathLike)):
+                raise TypeError(f"cases must be a path to a case file (str or os.PathLike), got {type(cases).__name__}")
+            self.suite: Suite = load_cases(cases)
+        else:
+            self.suite = load_suite(suite_path)
         pool = list(self.suite.cases)
         if case_ids is not None:
             wanted = set(case_ids)
@@ -229,6 +243,8 @@ class EvidenceLedgerEnv(gym.Env):
         table = self.world.db.get(entity_type, {})
         if et is None or entity_id not in table:
             raise ValueError(f"no {entity_type} record {entity_id!r} in this case")
+        if field is None and not et.text_fields:
+            raise ValueError(f"{entity_type} has no designated free-text field to inject into")
         field = field or et.text_fields[0]
         if field not in et.text_fields:
             raise ValueError(f"{entity_type}.{field} is not a designated free-text field "

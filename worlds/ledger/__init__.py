@@ -10,17 +10,20 @@ earlier actions actually returned. Modules:
 - :mod:`~worlds.ledger.ledger` — the evidence ledger;
 - :mod:`~worlds.ledger.evaluator` — deterministic ECS and SafeActBench metrics;
 - :mod:`~worlds.ledger.catalog` / :mod:`~worlds.ledger.generate` — domains, templates, generator;
-- :mod:`~worlds.ledger.suite` — the frozen 656-case suite, reference plans, self-check, agents.
+- :mod:`~worlds.ledger.suite` — the frozen 656-case suite, reference plans, self-check, agents;
+- :mod:`~worlds.ledger.own` — a user's own case file (no checksum), its self-check, judging a
+  given trajectory (``docs/own-ledger-cases.md``).
 """
 
 from .evaluator import EpisodeResult, aggregate, evaluate
 from .ledger import Evidence, Ledger
+from .own import load_cases
 from .schema import DOMAINS, PROTOCOLS, Case, Suite, SuiteValidationError, ToolDecl
 from .suite import AGENTS, check, load_suite, reference_plan, run_plan
 from .tools import StepRecord, ToolWorld
 
 __all__ = [
     "AGENTS", "DOMAINS", "PROTOCOLS", "Case", "EpisodeResult", "Evidence", "Ledger", "StepRecord", "Suite",
-    "SuiteValidationError", "ToolDecl", "ToolWorld", "aggregate", "check", "evaluate", "load_suite",
+    "SuiteValidationError", "ToolDecl", "ToolWorld", "aggregate", "check", "evaluate", "load_cases", "load_suite",
     "reference_plan", "run_plan",
 ]

@@ -133,10 +133,10 @@ class OutputDecl(_Strict):
     @model_validator(mode="after")
     def _check(self) -> "OutputDecl":
         if (self.prefix is None) == (self.id_template is None):
-            raise ValueError("output: give exactly one of prefix and id_template")
+            raise ValueError("give exactly one of prefix and id_template")
         if self.id_template is not None:
             if not template_names(self.id_template):
-                raise ValueError("output.id_template: needs at least one {parameter} placeholder")
+                raise ValueError("id_template: needs at least one {parameter} placeholder")
         return self
 
 
