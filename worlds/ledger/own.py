@@ -170,7 +170,8 @@ def check_case(suite: Suite, case: Case) -> dict:
         ``{"id", "protocol", "domain", "ok", "reference": {"ecs", "reasons", "calls"},
         "variants": {name: {"ecs", "reasons"}}, "controls": {name: {"ecs", "expected", "ok",
         "reasons"}}, "failures": [text]}`` — ``ok`` when the reference and every variant score
-        ECS = 1 and every control scores 0 with its expected reason; ``calls`` are the
+        ECS = 1, every control scores 0 with its expected reason and the ``twin`` (if any) is
+        another record of a1's table sharing a value a1 requires; ``calls`` are the
         reference's call texts with the ids its actions actually returned.
     """
     failures: list[str] = []
@@ -194,6 +195,15 @@ def check_case(suite: Suite, case: Case) -> dict:
         if not good:
             failures.append(f"{case.id} control {name}: ECS {r.ecs}, expected a reason with {want!r}, "
                             f"got {r.reasons}")
+    if case.protocol != "Legacy" and case.twin:
+        a1 = case.spec.actions[0]
+        etype, target = suite.tools[a1.tool].entity_type, a1.target
+        twin = case.database.get(etype, {}).get(case.twin)
+        fields = [q.field for q in a1.requires if q.entity_type == etype and q.entity_id == target]
+        if twin is None or case.twin == target or not any(twin.get(f) == case.database[etype][target].get(f)
+                                                          for f in fields):
+            failures.append(f"{case.id} twin: {etype} {case.twin!r} is no wrong-entity trap: it must be another "
+                            f"{etype} record sharing a value a1 requires of {target!r}")
     out["failures"] = failures
     out["ok"] = not failures
     return out

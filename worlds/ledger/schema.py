@@ -578,6 +578,11 @@ def validate_case(raw: dict, tools: dict[str, ToolDecl], entity_types: dict[str,
             _check_observable(cid, f"spec.actions[{i}].requires[{j}]", r, case, tools, entity_types)
     for j, r in enumerate(case.spec.investigation):
         _check_observable(cid, f"spec.investigation[{j}]", r, case, tools, entity_types)
+    if case.twin and actions:
+        etype = tools[actions[0].tool].entity_type
+        if case.twin not in case.database.get(etype, {}):
+            raise SuiteValidationError(f"case {cid}: twin: no {etype} '{case.twin}' in the database (the twin is a "
+                                       f"record like the target of {actions[0].id})")
     if actions != list(case.spec.actions):
         case = case.model_copy(update={"spec": case.spec.model_copy(update={"actions": tuple(actions)})})
     return case
