@@ -176,13 +176,23 @@ class _UniqueKeyLoader:  # built lazily: yaml is imported only for YAML specs
                     key = loader.construct_object(k, deep=deep)
                     if key in keys:
                         raise yaml.constructor.ConstructorError(
-                            None, None, f"duplicate key {key!r}", k.start_mark)
+                            None, None, f"duplicate key {key!r}", k.start_mark)  # context: none
                     keys.add(key)
                 return yaml.SafeLoader.construct_mapping(loader, node, deep)
 
             Loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, mapping)
             cls.loader = Loader
         return cls.loader
+
+
+def _yaml_problem(e: Exception) -> str:
+    problem = getattr(e, "problem", None)
+    if not problem:
+        return " ".join(str(e).split())
+    context = getattr(e, "context", None)
+    mark = getattr(e, "problem_mark", None)
+    where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark is not None else ""
+    return (f"{context}: " if context else "") + f"{problem}{where}"
 
 
 def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict:
@@ -215,7 +225,7 @@ def load_spec(path: str | Path) -> PageSpec:
         try:
             data = yaml.load(text, Loader=_UniqueKeyLoader.get())  # noqa: S506 - a SafeLoader subclass
         except yaml.YAMLError as e:
-            raise PageSpecError(f"{path}: not valid YAML: {' '.join(str(e).split())}") from None
+            raise PageSpecError(f"{path}: not valid YAML: {_yaml_problem(e)}") from None
     elif suffix == ".json":
         try:
             data = json.loads(text, object_pairs_hook=_no_duplicate_keys)
