@@ -347,3 +347,44 @@ def test_templates_are_checked_in_linear_time():
         template_names("{" * 200_000)
     assert template_names("{a}" * 100_000)[-1] == "a"
     assert time.perf_counter() - t0 < 1.0
+
+
+# ------------------------------------------------------------------------------ the documentation
+DOC = Path(__file__).resolve().parent.parent / "docs" / "own-ledger-cases.md"
+
+
+def _doc_blocks(lang: str) -> list[str]:
+    text = DOC.read_text(encoding="utf-8")
+    return [b.split("\n", 1)[1] for b in text.split("```")[1::2] if b.startswith(lang + "\n")]
+
+
+def test_the_documented_example_holds(tmp_path):
+    (example,) = _doc_blocks("json")
+    path = tmp_path / "my_cases.json"
+    path.write_text(example)
+    res = CliRunner().invoke(app, ["ledger", "check", "--cases", str(path)])
+    assert res.exit_code == 0, res.output
+    assert res.output.splitlines()[0] == "my_cases.json: valid, 2 case(s), 9 tool(s), 4 entity type(s)"
+    suite = load_cases(path)
+    assert [c.domain for c in suite.cases] == ["smart_home", "security_ops"]
+    (calls,) = [b for b in _doc_blocks("") if b.startswith("get_key(")]
+    actions = tmp_path / "trajectory.txt"
+    actions.write_text(calls)
+    res = CliRunner().invoke(app, ["ledger", "check", "--cases", str(path), "--case", "key-rotation",
+                                   "--actions", str(actions)])
+    assert res.exit_code == 0 and "verdict: ECS = 1" in res.output
+    wrong = calls.replace("key_id='K-100-r1'", "key_id='K-100'")
+    v = judge_actions(suite, "key-rotation", wrong.splitlines())
+    assert (v["ecs"], v["reasons"]) == (0, ["UNBOUND_OUTPUT set_service_key.key_id='K-100' at step 3: not the "
+                                            "new_key_id returned by a1 (K-100-r1)"])
+    v = judge_actions(suite, "home-night", ["set_thermostat(celsius=18)", "get_time()", "get_thermostat()",
+                                            "final_answer('x')"])
+    assert (v["ecs"], v["reasons"][0]) == (0, "MISSING clock.now.time at action set_thermostat step 1")
+    assert len(v["reasons"]) == 3
+    # the first documented error message is what the loader says
+    d = json.loads(example)
+    d["tools"]["set_thermostat"]["params"][0]["type"] = "string"
+    with pytest.raises(SuiteValidationError) as exc:
+        load_cases_dict(d, source="my_cases.json")
+    assert str(exc.value) == ("my_cases.json: case home-night: spec.actions[0].args.celsius: tolerance needs a "
+                              "number or integer parameter; celsius is string")
