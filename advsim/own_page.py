@@ -16,7 +16,7 @@ lines starting with ``#`` are skipped.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -92,7 +92,6 @@ class PageCheck:
     events: list[dict]
     message: str | None
     observation: str = ""
-    extra: dict = field(default_factory=dict)
 
     def to_dict(self) -> dict:
         """The result as JSON-ready data: ``success``, ``reasons``, ``page``, ``goal``,
