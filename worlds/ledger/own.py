@@ -32,7 +32,6 @@ from pathlib import Path
 from typing import Any, Sequence, Union
 
 from .evaluator import evaluate
-from .generate import BASE_TOOLS
 from .schema import Case, Suite, SuiteValidationError, load_suite_dict
 from .suite import controls, count_reads, reference_plan, run_plan, variants
 from .tools import ToolWorld
@@ -109,6 +108,8 @@ def load_cases_dict(data: Any, source: str = "cases") -> Suite:
     Raises:
         SuiteValidationError: ``<source>: <where>: <what is wrong>``.
     """
+    from .generate import BASE_TOOLS  # here, not at import: `python -m worlds.ledger.generate` stays clean
+
     def fail(msg: str) -> SuiteValidationError:
         return SuiteValidationError(f"{source}: {msg}")
 
