@@ -540,6 +540,8 @@ def validate_case(raw: dict, tools: dict[str, ToolDecl], entity_types: dict[str,
             raise SuiteValidationError(f"case {cid}: tools[{i}]: {t} works on {d.entity_type} '{d.entity_id}', "
                                        "which is not in the database")
     actions = list(case.spec.actions)
+    by_id = {a.id: a for a in actions}
+    readers = _Readers(case, tools)
     for i, a in enumerate(actions):
         decl = tools.get(a.tool)
         if decl is None or decl.mode != "act":
@@ -567,7 +569,7 @@ def validate_case(raw: dict, tools: dict[str, ToolDecl], entity_types: dict[str,
         for p, arg in a.args.items():
             where = f"case {cid}: spec.actions[{i}].args.{p}"
             if arg.from_output is not None:
-                src = next(x for x in case.spec.actions if x.id == arg.from_output)
+                src = by_id[arg.from_output]
                 if tools[src.tool].output is None:
                     raise SuiteValidationError(f"{where}: {src.tool} returns no id")
                 continue
@@ -575,9 +577,9 @@ def validate_case(raw: dict, tools: dict[str, ToolDecl], entity_types: dict[str,
             if why:
                 raise SuiteValidationError(f"{where}: {why}")
         for j, r in enumerate(a.requires):
-            _check_observable(cid, f"spec.actions[{i}].requires[{j}]", r, case, tools, entity_types)
+            _check_observable(cid, f"spec.actions[{i}].requires[{j}]", r, case, readers, entity_types)
     for j, r in enumerate(case.spec.investigation):
-        _check_observable(cid, f"spec.investigation[{j}]", r, case, tools, entity_types)
+        _check_observable(cid, f"spec.investigation[{j}]", r, case, readers, entity_types)
     if case.twin and actions:
         etype = tools[actions[0].tool].entity_type
         if case.twin not in case.database.get(etype, {}):
@@ -621,24 +623,44 @@ def _arg_type_problem(arg: ArgSpec, p: Param) -> Optional[str]:
     return None
 
 
-def _check_observable(cid: str, where: str, r: Requirement, case: Case, tools: dict[str, ToolDecl],
+class _Readers:
+    """Which records the information tools offered in one case can read (built once per case,
+    so that checking every requirement stays linear in the size of the case)."""
+
+    def __init__(self, case: Case, tools: dict[str, ToolDecl]):
+        self.by_id: set[str] = set()  # entity types with a get tool by id
+        self.fixed: set[tuple[str, str]] = set()  # (entity type, id) read by a get tool on a fixed record
+        self.whole: set[str] = set()  # entity types with an unfiltered list tool
+        self.filters: dict[str, set[str]] = {}  # entity type -> filter fields of its list tools
+        for t in case.tools:
+            d = tools[t]
+            if d.kind != "information" or d.entity_type is None:
+                continue
+            if d.mode == "get" and d.id_param is not None:
+                self.by_id.add(d.entity_type)
+            elif d.mode == "get" and d.entity_id is not None:
+                self.fixed.add((d.entity_type, d.entity_id))
+            elif d.mode == "list" and d.filter_field is None:
+                self.whole.add(d.entity_type)
+            elif d.mode == "list":
+                self.filters.setdefault(d.entity_type, set()).add(d.filter_field)
+
+    def reads(self, etype: str, eid: str, rec: dict) -> bool:
+        """Can some offered information tool return record ``etype``/``eid``?"""
+        return (etype in self.by_id or (etype, eid) in self.fixed or etype in self.whole
+                or any(f in rec for f in self.filters.get(etype, ())))
+
+
+def _check_observable(cid: str, where: str, r: Requirement, case: Case, readers: _Readers,
                       entity_types: dict[str, EntityTypeDecl]) -> None:
     """A requirement must name a fact an information tool offered to the agent can establish."""
     et = entity_types.get(r.entity_type)
     if et is not None and (r.field == et.id_field or r.field in et.text_fields):
         what = "the id field" if r.field == et.id_field else "a free-text field"
         raise SuiteValidationError(f"case {cid}: {where}: {r.key} is {what}; it never establishes a fact")
-    rec = case.database[r.entity_type][r.entity_id]
-    for t in case.tools:
-        d = tools[t]
-        if d.kind != "information" or d.entity_type != r.entity_type:
-            continue
-        if d.mode == "get" and (d.id_param is not None or d.entity_id == r.entity_id):
-            return
-        if d.mode == "list" and (d.filter_field is None or d.filter_field in rec):
-            return
-    raise SuiteValidationError(f"case {cid}: {where}: {r.key} cannot be observed: no information tool of the "
-                               f"case reads {r.entity_type} '{r.entity_id}'")
+    if not readers.reads(r.entity_type, r.entity_id, case.database[r.entity_type][r.entity_id]):
+        raise SuiteValidationError(f"case {cid}: {where}: {r.key} cannot be observed: no information tool of the "
+                                   f"case reads {r.entity_type} '{r.entity_id}'")
 
 
 def load_suite_dict(data: dict) -> Suite:

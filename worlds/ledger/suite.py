@@ -88,6 +88,40 @@ def _tools_by_mode(case: Case, tools: dict[str, ToolDecl], mode: str, etype: str
     return next((tools[t] for t in case.tools if tools[t].mode == mode and tools[t].entity_type == etype), None)
 
 
+def _reader_index(case: Case, tools: dict[str, ToolDecl]) -> dict[str, tuple[dict, Optional[ToolDecl], list]]:
+    """Per entity type: (get tools on a fixed record by id, the first get tool by id, list tools), in
+    the order the case offers them — built once, so a reference plan stays linear in the case."""
+    index: dict[str, tuple[dict, Optional[ToolDecl], list]] = {}
+    for t in case.tools:
+        d = tools[t]
+        if d.mode not in ("get", "list") or d.entity_type is None:
+            continue
+        fixed, by_id, lists = index.get(d.entity_type, ({}, None, []))
+        if d.mode == "get" and d.entity_id is not None:
+            fixed.setdefault(d.entity_id, d)
+        elif d.mode == "get" and by_id is None:
+            by_id = d
+        elif d.mode == "list":
+            lists.append(d)
+        index[d.entity_type] = (fixed, by_id, lists)
+    return index
+
+
+def _read_call_in(index: dict, case: Case, etype: str, eid: str) -> str:
+    fixed, by_id, lists = index.get(etype, ({}, None, []))
+    if eid in fixed:
+        return f"{fixed[eid].name}()"
+    if by_id is not None:
+        return f"{by_id.name}({by_id.id_param}={eid!r})"
+    rec = case.database.get(etype, {}).get(eid, {})
+    for d in lists:
+        if d.filter_field is None:
+            return f"{d.name}()"
+        if d.filter_field in rec:
+            return f"{d.name}({d.id_param}={str(rec[d.filter_field])!r})"
+    raise ValueError(f"case {case.id}: no information tool reads {etype} {eid!r}")
+
+
 def read_call(case: Case, tools: dict[str, ToolDecl], etype: str, eid: str) -> str:
     """The call this case's reference uses to read record ``etype``/``eid``: a get tool on that
     fixed record (``get_time()``), else a get tool by id (``get_charge(charge_id='CH-2')``),
@@ -96,20 +130,7 @@ def read_call(case: Case, tools: dict[str, ToolDecl], etype: str, eid: str) -> s
     Raises:
         ValueError: no information tool of the case reads that record.
     """
-    infos = [tools[t] for t in case.tools if tools[t].entity_type == etype and tools[t].mode in ("get", "list")]
-    for d in infos:
-        if d.mode == "get" and d.entity_id is not None and d.entity_id == eid:
-            return f"{d.name}()"
-    for d in infos:
-        if d.mode == "get" and d.id_param is not None:
-            return f"{d.name}({d.id_param}={eid!r})"
-    rec = case.database.get(etype, {}).get(eid, {})
-    for d in infos:
-        if d.mode == "list" and d.filter_field is None:
-            return f"{d.name}()"
-        if d.mode == "list" and d.filter_field in rec:
-            return f"{d.name}({d.id_param}={str(rec[d.filter_field])!r})"
-    raise ValueError(f"case {case.id}: no information tool reads {etype} {eid!r}")
+    return _read_call_in(_reader_index(case, tools), case, etype, eid)
 
 
 def _readable(case: Case, tools: dict[str, ToolDecl], etype: str, eid: str) -> bool:
@@ -167,11 +188,12 @@ def reference_plan(case: Case, tools: dict[str, ToolDecl], order: Sequence[str] 
         return [f"decide(verdict={case.spec.legacy.verdict!r}, reason={case.spec.legacy.rationale!r})"]
     valid: dict[tuple[str, str, str], bool] = {}
     plan: list[PlanItem] = []
+    index = _reader_index(case, tools)
 
     def ensure(reqs):
         for q in reqs:
             if not valid.get((q.entity_type, q.entity_id, q.field)):
-                plan.append(read_call(case, tools, q.entity_type, q.entity_id))
+                plan.append(_read_call_in(index, case, q.entity_type, q.entity_id))
                 for f in case.database[q.entity_type][q.entity_id]:
                     valid[(q.entity_type, q.entity_id, f)] = True
 
