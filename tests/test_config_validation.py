@@ -14,8 +14,10 @@ DEMO = Path(__file__).resolve().parent.parent / "configs" / "demo.yaml"
     ("name: ../../etc/x", "name: String should match pattern"),
     ("model: {backbone: llama-3-8b-instruct}", "model.backbone: 'llama-3-8b-instruct' is neither one of"),
     ("eval: {tasks: 'sample:abc'}", "eval.tasks: 'sample:abc': expected sample:N"),
-    ("model: {kv_cache_gib: 10000}", "model.kv_cache_gib: 10000 GiB is more than this machine's memory"),
-    ("rollout: {max_new_tokens: 5000}", "rollout.max_new_tokens: 5000 must be below model.max_model_len (2048)"),
+    ("engine: {kv_cache_gib: 10000}", "engine.kv_cache_gib: 10000 GiB is more than this machine's memory"),
+    ("rollout: {max_new_tokens: 5000}", "rollout.max_new_tokens: 5000 must be below engine.max_model_len (2048)"),
+    ("engine: {dtype: bfloat16}", "engine.dtype: 'bfloat16' with engine.kind 'vllm' on cpu is not supported"),
+    ("engine: {kind: tensorrt}", "engine.kind: Input should be 'vllm' or 'torch'"),
     ("eval: {levels: [0, 9]}", "eval.levels: [9] outside the difficulty levels 0-5"),
 ])
 def test_bad_fields_are_named(text, message):
@@ -51,3 +53,62 @@ def test_cli_rejects_before_any_work(tmp_path):
     res = CliRunner().invoke(app, ["train", "--config", str(bad), "--run-dir", str(tmp_path / "run")])
     assert res.exit_code == 2 and "model.backbone" in res.output
     assert not (tmp_path / "run").exists()
+
+
+# ------------------------------------------------------------ the engine section (issue 13, item 3)
+OLD_MODEL = {"backbone": "smollm2-135m-instruct", "engine": "vllm", "consistency": "strict", "lora_rank": 8,
+             "max_model_len": 2048, "kv_cache_gib": 1, "threads": 2}
+
+
+def test_old_model_keys_name_their_new_place(tmp_path):
+    with pytest.raises(ConfigError) as exc:
+        config_from_dict({"model": OLD_MODEL})
+    msg = str(exc.value)
+    for old, new in (("engine", "kind"), ("consistency", "consistency"), ("max_model_len", "max_model_len"),
+                     ("kv_cache_gib", "kv_cache_gib"), ("threads", "threads")):
+        assert f"model.{old} moved to engine.{new}" in msg
+    assert "lora_rank" not in msg and "backbone" not in msg.split("(")[0]
+    # an old file (no engine section) gets the same message, not "missing section engine"
+    data = yaml.safe_load(DEMO.read_text())
+    data["model"] = {**data["model"], "engine": "vllm", "threads": 2}
+    del data["engine"]
+    old = tmp_path / "old.yaml"
+    old.write_text(yaml.safe_dump(data))
+    with pytest.raises(ConfigError, match=r"^model.engine moved to engine.kind; model.threads moved to engine.threads"):
+        load_config(old)
+
+
+def test_demo_config_has_an_engine_section():
+    cfg = load_config(DEMO)
+    assert (cfg.engine.kind, cfg.engine.device, cfg.engine.dtype, cfg.engine.consistency) == \
+        ("vllm", "cpu", "float32", "strict")
+    assert not {"engine", "threads", "kv_cache_gib", "max_model_len", "consistency"} & set(cfg.to_dict()["model"])
+
+
+def test_cuda_without_cuda_is_a_clear_error(tmp_path):
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has CUDA")
+    for kind in ("vllm", "torch"):
+        with pytest.raises(ConfigError, match=r"^engine.device: 'cuda' but CUDA is not available here"):
+            config_from_dict({"engine": {"kind": kind, "device": "cuda"}})
+    from typer.testing import CliRunner
+
+    from advsim.cli import app
+
+    bad = tmp_path / "cuda.yaml"
+    bad.write_text(DEMO.read_text().replace("device: cpu", "device: cuda"))
+    res = CliRunner().invoke(app, ["train", "--config", str(bad), "--run-dir", str(tmp_path / "run")])
+    assert res.exit_code == 2 and "engine.device: 'cuda' but CUDA is not available" in res.output
+    assert "Traceback" not in res.output and not (tmp_path / "run").exists()
+
+
+def test_engine_settings_checked_outside_the_config_too():
+    from policies.engines import check_engine_settings
+
+    check_engine_settings("torch", "cpu", "bfloat16")  # transformers runs bf16 on the CPU
+    with pytest.raises(ValueError, match="engine.dtype: 'bfloat16' with engine.kind 'vllm' on cpu"):
+        check_engine_settings("vllm", "cpu", "bfloat16")
+    with pytest.raises(ValueError, match="engine.device: 'tpu' is not one of cpu, cuda"):
+        check_engine_settings("torch", "tpu", "float32")

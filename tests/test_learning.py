@@ -114,8 +114,8 @@ def test_mixed_group_gives_a_non_zero_adapter_gradient(tmp_path):
     from policies.engines import GenerationRequest
     from policies.grpo import Sample
 
-    cfg = config_from_dict({"seed": 1, "model": {"backbone": "tiny", "engine": "torch", "consistency": "measure",
-                                                 "lora_rank": 4, "lora_alpha": 8},
+    cfg = config_from_dict({"seed": 1, "model": {"backbone": "tiny", "lora_rank": 4, "lora_alpha": 8},
+                            "engine": {"kind": "torch", "consistency": "measure"},
                             "optim": {"learning_rate": 0.05, "micro_batch": 2}, "warmstart": {"enabled": False}})
     model, tok = tiny_backbone(seed=1)
     learner = Learner(cfg, Path(tmp_path) / "adapters", model=model, tokenizer=tok)

@@ -335,6 +335,74 @@ def test_torch_engine_loads_requested_versions(tmp_path, tok):
         TorchEngine(pm, tok, loaded={"executor": 0}).score([seq], "executor@5")
 
 
+def test_torch_engine_publishes_versions_and_closes(tmp_path, tok):
+    from policies.engines import Engine
+
+    pm = _peft(tok)
+    seq = _seqs(tok)[0]
+    engine = TorchEngine(pm, tok)
+    assert isinstance(engine, Engine) and engine.device == torch.device("cpu")
+    v0 = engine.score([seq], "executor@0")[0]
+    save_adapter(pm, "executor@0", tmp_path)
+    randomize_adapter(pm, "executor", seed=42, scale=0.2)
+    p1 = save_adapter(pm, "executor@1", tmp_path)
+    v1 = TorchEngine(pm, tok, loaded={"executor": 1}).score([seq], "executor@1")[0]
+    # a separate engine copies the published weights into its own model's slot
+    other = TorchEngine(_peft(tok), tok)
+    assert other.add_adapter("executor@1", p1) is None and other.loaded["executor"] == 1
+    assert other.score([seq], "executor@1")[0] == v1
+    other.add_adapter("executor@0", tmp_path / "executor@0")
+    assert other.score([seq], "executor@0")[0] == v0
+    assert other.score([seq], "executor@1")[0] == v1  # re-loaded from where it was published
+    # shared with the trainer: the slot already holds the version; publishing only records it
+    shared = TorchEngine(pm, tok, shared_model=True)
+    shared.add_adapter("executor@1", p1)
+    assert shared.loaded["executor"] == 1 and shared.score([seq], "executor@1")[0] == v1
+    plain, _ = tiny_backbone(seed=0, tokenizer=tok)
+    with pytest.raises(KeyError, match="no adapter slot 'executor'"):
+        TorchEngine(plain, tok).add_adapter("executor@1", p1)
+    with pytest.raises(ValueError, match="not named executor@2"):
+        shared.add_adapter("executor@2", p1)
+    shared.close()
+    shared.close()  # idempotent
+    with pytest.raises(RuntimeError, match="closed"):
+        shared.score([seq], "executor@1")
+
+
+def test_engine_protocol_covers_both_engines():
+    from policies.engines import Engine, VLLMEngine
+
+    members = ("generate", "score", "add_adapter", "close", "device", "request_type")
+    for cls in (VLLMEngine, TorchEngine):
+        for name in members:
+            assert hasattr(cls, name), f"{cls.__name__} lacks {name}"
+    for name in members:
+        assert hasattr(Engine, name) or name in Engine.__annotations__  # methods, or declared attributes
+
+
+def test_make_engine_checks_its_arguments(tok):
+    from types import SimpleNamespace
+
+    from policies.engines import make_engine
+
+    settings = SimpleNamespace(kind="torch", device="cpu", dtype="float32", max_model_len=256, kv_cache_gib=1,
+                               threads=torch.get_num_threads())
+    pm = _peft(tok)
+    engine = make_engine(settings, model=pm, tokenizer=tok)
+    assert isinstance(engine, TorchEngine) and engine.shared_model and engine.model is pm
+    with pytest.raises(ValueError, match="pass model= and tokenizer="):
+        make_engine(settings)
+    with pytest.raises(ValueError, match="needs backbone="):
+        make_engine(SimpleNamespace(**{**vars(settings), "kind": "vllm"}))
+    if not torch.cuda.is_available():
+        with pytest.raises(ValueError, match="engine.device: 'cuda' but CUDA is not available"):
+            make_engine(SimpleNamespace(**{**vars(settings), "device": "cuda"}), model=pm, tokenizer=tok)
+        from policies.engines import VLLMEngine
+
+        with pytest.raises(ValueError, match="engine.device: 'cuda'"):
+            VLLMEngine("tiny-never-loaded", device="cuda")
+
+
 # -- vLLM engine pieces that need no vLLM --------------------------------------------------------
 
 def test_query_chunk_tokens():

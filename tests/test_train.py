@@ -15,7 +15,8 @@ from forms_bench.proposal import TaskProposal
 
 TINY = {
     "name": "tiny", "seed": 3,
-    "model": {"backbone": "tiny", "engine": "torch", "consistency": "measure", "lora_rank": 4, "lora_alpha": 8},
+    "model": {"backbone": "tiny", "lora_rank": 4, "lora_alpha": 8},
+    "engine": {"kind": "torch", "consistency": "measure"},
     "optim": {"learning_rate": 0.01, "micro_batch": 2, "skip_zero_advantage": False},  # machinery: update every batch
     "warmstart": {"enabled": False},
     "stage1": {"iterations": 2, "proposals": 2, "control_runs": 2, "rollouts_per_task": 2, "executor_pool": 1},
@@ -282,3 +283,38 @@ def test_frozen_trunk_cache_gives_the_same_logprobs_and_gradients(tmp_path):
     assert not torch.allclose(a, ra)  # the adapter matters
     assert len(ga) == len(gb) > 0 and all(torch.allclose(x, y, atol=1e-5) for x, y in zip(ga, gb))
     assert all(".layers.1." in n for n, p in learner.model.named_parameters() if "lora_" in n)
+
+
+def test_learner_uses_only_the_engine_protocol(tmp_path):
+    """The learner builds its engine with make_engine from cfg.engine, publishes every saved
+    version through add_adapter, keeps its tensors on engine.device and closes through close()."""
+    import torch
+
+    from advsim.learner import Learner
+    from policies.backbone import tiny_backbone
+    from policies.engines import Engine, GenerationRequest, TorchEngine
+
+    cfg = config_from_dict(TINY)
+    model, tok = tiny_backbone(seed=cfg.seed)
+    learner = Learner(cfg, tmp_path / "adapters", model=model, tokenizer=tok)
+    assert learner.device == torch.device("cpu") and learner._engine is None  # built on first use
+    engine = learner.engine
+    assert isinstance(engine, TorchEngine) and isinstance(engine, Engine) and engine.shared_model
+    assert engine.device == learner.device and engine.loaded == {"curriculum": 0, "adversary": 0, "executor": 0}
+    prompt = tuple(tok.encode("fill the form", add_special_tokens=False))
+    gens = engine.generate([GenerationRequest(prompt_ids=prompt, adapter=learner.ref("executor"), max_new_tokens=3,
+                                              seed=s) for s in range(2)])
+    from policies.grpo import Sample
+
+    learner.update("executor", [Sample(g.request.prompt_ids, g.token_ids, g.logprobs, a, str(g.adapter))
+                                for g, a in zip(gens, [1.0, -1.0])])
+    assert engine.loaded["executor"] == 1  # published
+    learner.close()
+    with pytest.raises(RuntimeError, match="closed"):
+        engine.score([list(prompt)], "executor@1")
+    again = learner.engine  # a new engine, every saved version published to it
+    assert again is not engine and again.loaded["executor"] == 1
+    with pytest.raises(ValueError, match="engine.device is 'cpu' but the given engine runs on meta"):
+        class Elsewhere:
+            device = torch.device("meta")
+        Learner(cfg, tmp_path / "other", engine=Elsewhere(), model=model, tokenizer=tok)
