@@ -66,7 +66,8 @@ def _episodes(learner, io: RoleIO, specs: Sequence[EpisodeSpec], seed: int) -> l
 def _propose(learner, prompts: Sequence[list[int]], role: str, seed: int) -> list:
     r = learner.cfg.rollout
     reqs = [GenerationRequest(prompt_ids=tuple(p), adapter=learner.ref(role), max_new_tokens=r.proposal_max_new_tokens,
-                              temperature=r.temperature, top_p=r.top_p, seed=seed + i) for i, p in enumerate(prompts)]
+                              temperature=r.proposal_temp(), top_p=r.top_p, seed=seed + i)
+            for i, p in enumerate(prompts)]
     return learner.engine.generate(reqs)
 
 

@@ -166,6 +166,15 @@ class RolloutConfig:
     proposal_max_new_tokens: int = _f(160, "Tokens per curriculum/adversary proposal.", ge=1)
     temperature: float = _f(1.0, "Sampling temperature of all roles during training.", ge=0)
     top_p: float = _f(1.0, "Nucleus sampling threshold.", ge=0, le=1)
+    proposal_temperature: Optional[float] = _f(
+        None, "Sampling temperature of the curriculum's and the adversary's proposals (training, format check "
+        "and evaluation); None = temperature. The update uses the raw (temperature-1) log-probs of the sampled "
+        "tokens, as for every role, so a lower value samples a sharpened policy: fewer malformed proposals "
+        "(a digit too many in a seed) at the cost of some exploration.", ge=0)
+
+    def proposal_temp(self) -> float:
+        """The temperature proposals are sampled at (``proposal_temperature`` or ``temperature``)."""
+        return self.temperature if self.proposal_temperature is None else self.proposal_temperature
 
 
 @dataclass(config=_STRICT)

@@ -191,7 +191,7 @@ def learned_injections(learner, io, tasks: Sequence[Task], adversary: str, seed:
                                                                    [a.to_text() for a in solve(t)])),
                               adapter=adversary,
                               max_new_tokens=learner.cfg.rollout.proposal_max_new_tokens,
-                              temperature=learner.cfg.rollout.temperature, seed=seed + i)
+                              temperature=learner.cfg.rollout.proposal_temp(), seed=seed + i)
             for i, t in enumerate(tasks)]
     out = []
     for g in learner.engine.generate(reqs):
@@ -324,7 +324,7 @@ def evaluate(run_dir: str | Path, tasks: str = "sample:2", seeds: int = 1, brows
                 from advsim.attacks import RoleAdversary
 
                 def reactive(lv, v=versions(last_adv)["adversary"]):
-                    return RoleAdversary(learner.engine, io, f"adversary@{v}", temperature=r.temperature,
+                    return RoleAdversary(learner.engine, io, f"adversary@{v}", temperature=r.proposal_temp(),
                                          max_new_tokens=min(256, r.proposal_max_new_tokens), seed=9_201 + lv)
             res["levels"] = _pool_columns(run_set, ex, pool, pool_alphas if attacked_here else {}, reactive)
         if browser:

@@ -247,7 +247,8 @@ def format_check(learner, io: RoleIO, n_tasks: int, seed: int, levels: dict[int,
     for role, ps in prompts.items():
         limit = r.max_new_tokens if role == "executor" else r.proposal_max_new_tokens
         reqs = [GenerationRequest(prompt_ids=tuple(p), adapter=learner.ref(role), max_new_tokens=limit,
-                                  temperature=r.temperature, top_p=r.top_p, seed=seed + 1000 + i)
+                                  temperature=r.temperature if role == "executor" else r.proposal_temp(),
+                                  top_p=r.top_p, seed=seed + 1000 + i)
                 for i, p in enumerate(ps)]
         ok, failures, agree = 0, [], 0
         for i, g in enumerate(learner.engine.generate(reqs)):

@@ -344,3 +344,14 @@ def test_stderr_to_sends_fd2_to_the_engine_log_and_restores_it(tmp_path):
     assert os.fstat(2).st_ino == before
     with stderr_to(None):
         pass
+
+
+def test_proposal_temperature_defaults_to_the_rollout_temperature_and_is_validated():
+    from advsim.config import config_from_dict
+
+    base = {"model": {"backbone": "tiny"}, "warmstart": {"enabled": False}}
+    assert config_from_dict({**base, "rollout": {"temperature": 0.9}}).rollout.proposal_temp() == 0.9
+    assert config_from_dict({**base, "rollout": {"temperature": 0.9, "proposal_temperature": 0.6}}
+                            ).rollout.proposal_temp() == 0.6
+    with pytest.raises(Exception, match="proposal_temperature"):
+        config_from_dict({**base, "rollout": {"proposal_temperature": -1}})
