@@ -285,7 +285,8 @@ class Learner:
     # -- updates -----------------------------------------------------------------------------
     def update(self, role: str, samples: Sequence[Sample]) -> dict:
         """One GRPO-style update of ``role`` on ``samples`` (all sampled by its current version):
-        ``optim.steps_per_update`` AdamW steps, each on one mini-batch of a seeded shuffle.
+        ``optim.steps_per_update`` AdamW steps (fewer when there are under ``optim.min_step_samples`` trained
+        samples per step), each on one mini-batch of a seeded shuffle.
 
         With ``optim.skip_zero_advantage`` (default) samples with Â = 0 are left out, and an
         update with none left is skipped (no step, no new version; ``"skipped"`` says why):
@@ -327,7 +328,7 @@ class Learner:
         n = len(samples)
         totals = {"loss": 0.0, "pg": 0.0, "kl_sum": 0.0, "tokens": 0.0}
         # optimizer steps: one per mini-batch of a seeded shuffle (steps_per_update = 1: the whole batch)
-        steps = max(1, min(self.cfg.optim.steps_per_update, n))
+        steps = max(1, min(self.cfg.optim.steps_per_update, n // self.cfg.optim.min_step_samples))
         order = list(range(n))
         if steps > 1:
             random.Random(f"{role}:{self.versions[role]}").shuffle(order)

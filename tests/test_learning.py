@@ -116,7 +116,9 @@ def test_mixed_group_gives_a_non_zero_adapter_gradient(tmp_path):
 
     cfg = config_from_dict({"seed": 1, "model": {"backbone": "tiny", "lora_rank": 4, "lora_alpha": 8},
                             "engine": {"kind": "torch", "consistency": "measure"},
-                            "optim": {"learning_rate": 0.05, "micro_batch": 2}, "warmstart": {"enabled": False}})
+                            "optim": {"learning_rate": 0.05, "micro_batch": 2, "steps_per_update": 4,
+                                      "min_step_samples": 2},
+                            "warmstart": {"enabled": False}})
     model, tok = tiny_backbone(seed=1)
     learner = Learner(cfg, Path(tmp_path) / "adapters", model=model, tokenizer=tok)
     prompt = tuple(tok.encode("fill the form", add_special_tokens=False))
@@ -128,6 +130,7 @@ def test_mixed_group_gives_a_non_zero_adapter_gradient(tmp_path):
                                         for g, a in zip(gens, adv)])
     assert stats["diff"]["max"] < 1e-5 and stats["samples"] == 4  # TorchEngine: measured, not exact
     assert stats["grad_norm"] > 0.0
+    assert stats["optimizer_steps"] == 2  # min(steps_per_update 4, 4 samples // min_step_samples 2)
     moved = [n for n, p in learner.model.named_parameters() if n in before and not torch.equal(p, before[n])]
     assert moved, "a mixed group must move the executor's LoRA weights"
     # an all-failed group: zero advantages, zero policy gradient — the update is skipped (no step,
@@ -146,6 +149,7 @@ def test_mixed_group_gives_a_non_zero_adapter_gradient(tmp_path):
     half = learner.update("executor", [Sample(g.request.prompt_ids, g.token_ids, g.logprobs, a, str(g.adapter))
                                        for g, a in zip(gens, [0.5, 0.0, -0.5, 0.0])])
     assert (half["samples"], half["samples_given"], half["version"]) == (2, 4, version + 1)
+    assert half["optimizer_steps"] == 1  # 2 trained samples // 2: one step, not four of one sample each
 
 
 def _ep(task, success, rendered=False, inj=None):
