@@ -157,7 +157,8 @@ def save_adapter(model, ref: "AdapterRef | str", root: str | os.PathLike) -> Pat
 
     The folder holds what ``peft`` writes (``adapter_config.json``,
     ``adapter_model.safetensors``; loadable by vLLM's ``LoRARequest``) plus
-    ``advsim-manifest.json``. An existing folder of the same version is replaced.
+    ``advsim-manifest.json``. An existing folder of the same version is replaced. Byte-identical
+    for the same weights in any process (``target_modules`` is written sorted).
 
     Returns:
         The adapter folder.
@@ -179,6 +180,13 @@ def save_adapter(model, ref: "AdapterRef | str", root: str | os.PathLike) -> Pat
         for stray in ("README.md",):
             if (tmp / stray).exists():
                 (tmp / stray).unlink()
+        # peft keeps target_modules as a set and writes it in hash-seed order: sort it, so the
+        # same adapter gives the same bytes in every process
+        cfg_file = tmp / "adapter_config.json"
+        cfg = json.loads(cfg_file.read_text())
+        if isinstance(cfg.get("target_modules"), list):
+            cfg["target_modules"] = sorted(cfg["target_modules"])
+            atomic_write_json(cfg_file, cfg)
         files = {p.name: sha256_file(p) for p in sorted(tmp.iterdir()) if p.is_file()}
         atomic_write_json(tmp / "advsim-manifest.json",
                           {"role": ref.role, "version": ref.version, "files": files})

@@ -141,6 +141,8 @@ def test_save_load_adapter_bit_identical(tmp_path, tok):
     assert {"adapter_config.json", "adapter_model.safetensors", "advsim-manifest.json"} <= {
         p.name for p in path.iterdir()}
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]
+    modules = json.loads((path / "adapter_config.json").read_text())["target_modules"]
+    assert modules == sorted(modules) and len(modules) > 1  # peft's set order would vary with the hash seed
     assert latest_version(tmp_path, "executor") == 3 and latest_version(tmp_path, "adversary") is None
     saved = adapter_state(pm, "executor")
     randomize_adapter(pm, "executor", seed=999, scale=0.3)  # overwrite, then restore
