@@ -107,10 +107,18 @@ _CLEAR_INJECTIONS_JS = """() => {
 }"""
 
 # The state of an action's element, read before acting: null when it can be acted on, else
-# {cause, by}. `pointer`: the action clicks (hit-target check at the element's centre, after
+# {cause, by}; the element is found in open shadow roots too (Playwright's locators pierce them). `pointer`: the action clicks (hit-target check at the element's centre, after
 # scrolling it into view if needed); `editable`: the action types (read-only check).
 _ELEMENT_STATE_JS = """([selector, pointer, editable]) => {
-  const el = document.querySelector(selector);
+  const find = (root) => {
+    const hit = root.querySelector(selector);
+    if (hit) return hit;
+    for (const h of root.querySelectorAll('*')) {
+      if (h.shadowRoot) { const x = find(h.shadowRoot); if (x) return x; }
+    }
+    return null;
+  };
+  const el = find(document);
   if (!el || !el.isConnected) return {cause: 'gone'};
   const shown = el.checkVisibility ? el.checkVisibility({visibilityProperty: true}) : true;
   let r = el.getBoundingClientRect();

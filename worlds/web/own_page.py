@@ -67,7 +67,7 @@ from playwright.sync_api import Error as PlaywrightError
 from forms_bench.actions import Action
 from forms_bench.page_spec import PageControl, PageField, PageInventory, normalize_label
 from worlds.web.axtree import FRAME_ROLES, AXNode
-from worlds.web.browser import BrowserWorld, _css_string
+from worlds.web.browser import _ELEMENT_STATE_JS, BrowserWorld, _css_string
 from worlds.web.world import ActionError, EpisodeRecord
 
 log = logging.getLogger(__name__)
@@ -220,47 +220,6 @@ _INJECT_JS = """(text) => {
 
 _CLEAR_INJECTIONS_JS = """() => {
   document.querySelectorAll('p[data-advsim-injection]').forEach((p) => p.remove());
-}"""
-
-# BrowserWorld's pre-action state check, finding the element in open shadow roots too.
-_ELEMENT_STATE_JS = """([selector, pointer, editable]) => {
-  const find = (root) => {
-    const hit = root.querySelector(selector);
-    if (hit) return hit;
-    for (const h of root.querySelectorAll('*')) {
-      if (h.shadowRoot) { const x = find(h.shadowRoot); if (x) return x; }
-    }
-    return null;
-  };
-  const el = find(document);
-  if (!el || !el.isConnected) return {cause: 'gone'};
-  const shown = el.checkVisibility ? el.checkVisibility({visibilityProperty: true}) : true;
-  let r = el.getBoundingClientRect();
-  if (!shown || r.width <= 0 || r.height <= 0) return {cause: 'hidden'};
-  if (el.matches(':disabled') || el.getAttribute('aria-disabled') === 'true') return {cause: 'disabled'};
-  if (editable && (el.readOnly === true || el.getAttribute('aria-readonly') === 'true')) {
-    return {cause: 'read-only'};
-  }
-  if (!pointer) return null;
-  let x = r.left + r.width / 2, y = r.top + r.height / 2;
-  if (x < 0 || y < 0 || x >= window.innerWidth || y >= window.innerHeight) {
-    el.scrollIntoView({block: 'center', inline: 'center'});
-    r = el.getBoundingClientRect();
-    x = r.left + r.width / 2;
-    y = r.top + r.height / 2;
-  }
-  const root = el.getRootNode();
-  const hit = (root.elementFromPoint ? root : document).elementFromPoint(x, y);
-  if (!hit || hit === el || el.contains(hit)) return null;
-  const label = hit.closest('label');
-  if (label && label.control === el) return null;
-  let by = '<' + hit.tagName.toLowerCase();
-  for (const a of ['id', 'class', 'bid']) {
-    const v = hit.getAttribute(a);
-    if (v !== null) by += ' ' + a + '="' + v + '"';
-  }
-  by = by.length > 80 ? by.slice(0, 79) + '…>' : by + '>';
-  return {cause: 'covered', by: by};
 }"""
 
 
