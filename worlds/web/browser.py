@@ -844,6 +844,18 @@ class BrowserWorld:
             self.server.discard(self.task.id, self._session)
         self.server.add(task)
         self.task = task
+        self._open_new_episode(f"task {task.id}")
+        return self.observe()
+
+    def _open_new_episode(self, what: str) -> None:
+        """Start a new episode (fresh history, session and last observation) and open its page,
+        relaunching Chromium after a failure up to ``max_restarts`` times; ``what`` names the
+        page in log lines and errors (e.g. ``task form-001``).
+
+        Raises:
+            BrowserWorldError: the page could not be opened after ``max_restarts`` restarts.
+        """
+        world = type(self).__name__
         self._episode += 1
         self._attempt = 0
         self._session = None
@@ -854,17 +866,16 @@ class BrowserWorld:
         while True:
             try:
                 self._open()
-                break
+                return
             except (PlaywrightError, _Restart) as e:
                 failures += 1
                 cause = str(e).splitlines()[0] if str(e) else type(e).__name__
                 if failures > self.max_restarts:
-                    raise BrowserWorldError(f"BrowserWorld: cannot open task {task.id}: {cause}") from e
+                    raise BrowserWorldError(f"{world}: cannot open {what}: {cause}") from e
                 self.restarts += 1
                 again = self._drop_after_failure(e)
-                log.warning("BrowserWorld: opening task %s failed (%s); restarting %s (restart #%d)",
-                            task.id, cause, again, self.restarts)
-        return self.observe()
+                log.warning("%s: opening %s failed (%s); restarting %s (restart #%d)",
+                            world, what, cause, again, self.restarts)
 
     def step(self, action: Action) -> str:
         """Apply one action in the browser; return the new observation.

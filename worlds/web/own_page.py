@@ -724,7 +724,6 @@ class PageWorld(BrowserWorld):
             BrowserWorldError: Chromium cannot be started or the page cannot be loaded after
                 ``max_restarts`` attempts.
         """
-        from worlds.web.browser import BrowserWorldError, _Restart
 
         source = page_source(page)
         if source.kind == "url":
@@ -733,26 +732,7 @@ class PageWorld(BrowserWorld):
         self.inventory = None
         self._labels = {}
         self._dup_warned = False
-        self._episode += 1
-        self._attempt = 0
-        self._session = None
-        self._history = []
-        self._message = None
-        self._last_obs = None
-        failures = 0
-        while True:
-            try:
-                self._open()
-                break
-            except (PlaywrightError, _Restart) as e:
-                failures += 1
-                cause = str(e).splitlines()[0] if str(e) else type(e).__name__
-                if failures > self.max_restarts:
-                    raise BrowserWorldError(f"PageWorld: cannot open {source.name}: {cause}") from e
-                self.restarts += 1
-                again = self._drop_after_failure(e)
-                log.warning("PageWorld: opening %s failed (%s); restarting %s (restart #%d)",
-                            source.name, cause, again, self.restarts)
+        self._open_new_episode(source.name)
         tree = self._run(self._tree_now, "reading the accessibility tree")
         self.inventory = build_inventory(tree, dict(self._raw or {}), self._page_url())
         return self.observe()
