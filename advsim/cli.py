@@ -260,14 +260,18 @@ def demo_cmd(
     full: bool = typer.Option(False, "--full", help="evaluate on all 150 test tasks"),
     resume: bool = typer.Option(False, "--resume", help="continue an interrupted demo run (needs --run-dir)"),
     json_out: Optional[Path] = typer.Option(None, "--json", help="also write the headline numbers as JSON"),
+    config: Path = typer.Option(REPO_ROOT / "configs" / "demo.yaml", "--config",
+                                help="config to run (default: configs/demo.yaml, the embedded default on CPU; "
+                                     "configs/h200-torch.yaml runs the same job larger on one GPU)"),
 ) -> None:
     """The main job on the embedded default: SmolLM2-135M-Instruct, vLLM rollouts, warm start, one
     stage-1 and one stage-2 iteration, then evaluation (per-level pool, test sample, sim
-    clean/attacked, real browser) and the report. Engine logs go to <run-dir>/engine.log."""
+    clean/attacked, real browser) and the report. Engine logs go to <run-dir>/engine.log.
+    ``--config`` runs the same job (train, evaluate, report, headline numbers) on another config."""
     import time
 
     _setup_logging()
-    cfg = _load(REPO_ROOT / "configs" / "demo.yaml")
+    cfg = _load(config)
     from advsim.evaluate import evaluate
     from advsim.report import write_report
     from advsim.run import RunDir

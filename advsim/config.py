@@ -79,6 +79,9 @@ class EngineConfig:
                               "kind 'torch'.", ge=1)
     threads: int = _f(2, "CPU threads for torch (learner and engine) and vLLM's OpenMP, set before the engine "
                          "starts.", ge=1)
+    max_num_seqs: int = _f(16, "Most sequences the engine computes at once: vLLM's max_num_seqs (sequences per "
+                               "engine step), TorchEngine's batch of generate and score. Larger on a GPU (64-256), "
+                               "where a batch costs about as much as one sequence.", ge=1)
 
     def __post_init__(self) -> None:
         from policies.engines import check_engine_settings

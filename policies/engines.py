@@ -195,6 +195,7 @@ class EngineSettings(Protocol):
     max_model_len: int
     kv_cache_gib: int
     threads: int
+    max_num_seqs: int
 
 
 def make_engine(settings: EngineSettings, *, backbone: str | os.PathLike | None = None, model=None,
@@ -204,7 +205,7 @@ def make_engine(settings: EngineSettings, *, backbone: str | os.PathLike | None 
 
     Args:
         settings: kind (``vllm | torch``), device (``cpu | cuda``), dtype, max_model_len,
-            kv_cache_gib, threads (see ``advsim.config.EngineConfig`` for their meaning).
+            kv_cache_gib, threads, max_num_seqs (see ``advsim.config.EngineConfig`` for their meaning).
         backbone: ``kind="vllm"``: backbone name or local checkpoint folder the engine loads.
         model, tokenizer: ``kind="torch"``: the trainer's own peft model (with the role adapter
             slots) and its tokenizer; the engine shares the model (``shared_model=True``), which
@@ -229,6 +230,7 @@ def make_engine(settings: EngineSettings, *, backbone: str | os.PathLike | None 
             raise ValueError("make_engine: engine.kind 'vllm' needs backbone= (a name or a local checkpoint folder)")
         return VLLMEngine(str(backbone), max_model_len=settings.max_model_len, max_lora_rank=max_lora_rank,
                           kv_cache_gib=settings.kv_cache_gib, threads=settings.threads, seed=seed,
+                          max_num_seqs=settings.max_num_seqs,
                           vllm_cache_root=cache_dir, device=settings.device, dtype=settings.dtype)
     if model is None or tokenizer is None:
         raise ValueError("make_engine: engine.kind 'torch' runs on the trainer's model: pass model= and tokenizer=")
@@ -238,7 +240,8 @@ def make_engine(settings: EngineSettings, *, backbone: str | os.PathLike | None 
     if on.type != torch.device(settings.device).type:
         raise ValueError(f"make_engine: engine.device is {settings.device!r} but the model is on {on}")
     torch.set_num_threads(settings.threads)
-    return TorchEngine(model, tokenizer, adapter_root=adapter_root, shared_model=True)
+    return TorchEngine(model, tokenizer, adapter_root=adapter_root, shared_model=True,
+                       batch_size=settings.max_num_seqs)
 
 
 def completion_scores(engine: Engine, generations: Sequence[Generation]) -> list[list[float]]:

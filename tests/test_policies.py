@@ -388,10 +388,11 @@ def test_make_engine_checks_its_arguments(tok):
     from policies.engines import make_engine
 
     settings = SimpleNamespace(kind="torch", device="cpu", dtype="float32", max_model_len=256, kv_cache_gib=1,
-                               threads=torch.get_num_threads())
+                               threads=torch.get_num_threads(), max_num_seqs=5)
     pm = _peft(tok)
     engine = make_engine(settings, model=pm, tokenizer=tok)
     assert isinstance(engine, TorchEngine) and engine.shared_model and engine.model is pm
+    assert engine.batch_size == 5  # engine.max_num_seqs is TorchEngine's batch
     with pytest.raises(ValueError, match="pass model= and tokenizer="):
         make_engine(settings)
     with pytest.raises(ValueError, match="needs backbone="):
