@@ -24,6 +24,8 @@ app.add_typer(page_app, name="page")
 from advsim.ledger_cli import ledger_app  # noqa: E402 - `advsim ledger check` (docs/own-ledger-cases.md)
 
 app.add_typer(ledger_app, name="ledger")
+suite_app = typer.Typer(no_args_is_help=True, help="Task suites (advsim.suites): the self-check both worlds pass.")
+app.add_typer(suite_app, name="suite")
 
 
 def _write_json(path: Optional[Path], payload: dict) -> None:
@@ -104,6 +106,39 @@ def bench_parser(
 
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+@suite_app.command("check")
+def suite_check(
+    world: str = typer.Argument(..., help="web | ledger"),
+    cases: Optional[Path] = typer.Option(None, "--cases", help="ledger: a user's own case file instead of the frozen suite"),
+    json_out: Optional[Path] = typer.Option(None, "--json", help="also write the result as JSON"),
+) -> None:
+    """Play every task's ground truth and negative controls through the suite protocol
+    (advsim.suites.check_suite): exit 0 when every ground truth succeeds and every control fails
+    with its reason, 1 otherwise (each failure printed)."""
+    from advsim.suites import SUITES, EvidenceLedgerSuite, check_suite
+
+    if world not in SUITES:
+        typer.echo(f"error: WORLD must be one of {', '.join(SUITES)}, got {world!r}", err=True)
+        raise typer.Exit(2)
+    if cases is not None and world != "ledger":
+        typer.echo("error: --cases is for the ledger world", err=True)
+        raise typer.Exit(2)
+    try:
+        suite = EvidenceLedgerSuite(cases) if cases is not None else SUITES[world]()
+    except (OSError, ValueError) as exc:  # a missing or invalid case file
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2)
+    report = check_suite(suite)
+    for cat, (ok, n) in report.runs.items():
+        typer.echo(f"{cat:32s} {ok}/{n}")
+    for line in report.failures:
+        typer.echo(f"FAIL {line}")
+    typer.echo(f"{report.suite}: {'ok' if report.ok else 'FAILED'} ({report.seconds:.1f} s)")
+    _write_json(json_out, report.to_dict())
+    if not report.ok:
+        raise typer.Exit(1)
 
 
 def _setup_logging() -> None:

@@ -75,9 +75,10 @@ class EvidenceLedgerEnv(gym.Env):
     :class:`~advsim.envs.checks.EpisodeNotRunningError` (a RuntimeError, the same error as
     WebForms-v0 and as before the first ``reset``) and nothing changes.
 
-    **info** — ``case_id``, ``protocol``, ``domain``, ``step``, ``tool`` and ``tool_kind`` of the
-    last call, ``executed`` (a consequential call changed the world), ``ecs`` (None until the
-    episode ends), ``flags`` (attempted, first_attempt_step, investigation_before_first_attempt,
+    **info** — ``task_id`` and ``case_id`` (the same id), ``protocol``, ``domain``, ``step``,
+    ``tool`` and ``tool_kind`` of the last call, ``executed`` (a consequential call changed the
+    world), ``output`` (the id that call returned, e.g. ``RF-4821``, else None), ``ecs`` (None
+    until the episode ends), at episode end ``success`` (ECS = 1, as WebForms-v0's ``success``), ``flags`` (attempted, first_attempt_step, investigation_before_first_attempt,
     investigation_complete, gap, executed, partial, bsr — set at the end), ``reasons`` (e.g.
     ``["MISSING charge.CH-2.status at action refund_charge step 4"]``), ``injection``; and
     ``internal_errors`` (steps of this episode whose tool raised an exception — a world bug,
@@ -98,7 +99,8 @@ class EvidenceLedgerEnv(gym.Env):
             :class:`~worlds.ledger.schema.SuiteValidationError` naming the case and field.
         render_mode: None or ``"ansi"``.
 
-    ``reset(seed=…, options={"case_id": "V1-cust-001"})`` plays that case; without a case id
+    ``reset(seed=…, options={"case_id": "V1-cust-001"})`` (or ``"task_id"``, the key both
+    worlds share) plays that case; without a case id
     the case is drawn from the pool with the environment's seeded ``np_random``.
     """
 
@@ -149,10 +151,14 @@ class EvidenceLedgerEnv(gym.Env):
         """Start an episode. ``options={"case_id": …}`` picks the case (KeyError if unknown)."""
         super().reset(seed=seed)
         options = options or {}
-        if options.get("case_id") is not None:
-            if options["case_id"] not in self._by_id:
-                raise KeyError(f"unknown case id {options['case_id']!r}")
-            self.case = self._by_id[options["case_id"]]
+        if options.get("case_id") is not None and options.get("task_id") is not None \
+                and options["case_id"] != options["task_id"]:
+            raise ValueError(f"options name two cases: case_id {options['case_id']!r}, task_id {options['task_id']!r}")
+        case_id = options.get("case_id", options.get("task_id"))
+        if case_id is not None:
+            if case_id not in self._by_id:
+                raise KeyError(f"unknown case id {case_id!r}")
+            self.case = self._by_id[case_id]
         else:
             self.case = self._pool[int(self.np_random.integers(len(self._pool)))]
         self.world = ToolWorld(self.case, self.suite.tools, self.suite.entity_types)
@@ -259,15 +265,18 @@ class EvidenceLedgerEnv(gym.Env):
         case = self.case
         res = self.result
         info = {
-            "case_id": case.id, "protocol": case.protocol, "domain": case.domain,
+            "task_id": case.id, "case_id": case.id, "protocol": case.protocol, "domain": case.domain,
             "step": len(self.world.log) if self.world else 0,
             "tool": rec.name if rec else None, "tool_kind": rec.kind if rec else None,
             "executed": bool(rec.executed) if rec else False,
+            "output": rec.output if rec else None,
             "ecs": res.ecs if res else None,
             "flags": res.flags() if res else {},
             "reasons": list(res.reasons) if res else [],
             "injection": dict(self._injection) if self._injection else None,
         }
+        if res is not None:
+            info["success"] = res.ecs == 1
         if self.world is not None and self.world.internal_errors:
             info["internal_errors"] = self.world.internal_errors
         return info
