@@ -41,6 +41,7 @@ from advsim.attacks import benign_injection
 from advsim.rewards import (adversary_reward, cluster_sizes, curriculum_reward, executor_advantages,
                             executor_reward, group_normalize, repeat_counts)
 from advsim.rollout import Episode, EpisodeSpec, run_episodes
+from advsim.suites import WebFormsSuite
 from forms_bench import STRATA
 from forms_bench.injection import Injection
 from forms_bench.proposal import DOMAIN_NAMES, TaskProposal, instantiate, task_text
@@ -58,9 +59,10 @@ def _seed(cfg, stage: int, iteration: int, part: int) -> int:
 
 def _episodes(learner, io: RoleIO, specs: Sequence[EpisodeSpec], seed: int) -> list[Episode]:
     r = learner.cfg.rollout
-    return run_episodes(learner.engine, io.executor_prompt, specs, learner.ref("executor"), seed=seed,
-                        max_steps=r.max_steps, max_new_tokens=r.max_new_tokens, temperature=r.temperature,
-                        top_p=r.top_p)
+    suite = WebFormsSuite()
+    return run_episodes(learner.engine, suite.executor_prompt(io), specs, learner.ref("executor"), seed=seed,
+                        suite=suite, max_steps=r.max_steps, max_new_tokens=r.max_new_tokens,
+                        temperature=r.temperature, top_p=r.top_p)
 
 
 def _propose(learner, prompts: Sequence[list[int]], role: str, seed: int) -> list:

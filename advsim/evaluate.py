@@ -44,6 +44,7 @@ from rich.table import Table
 from advsim.config import TrainConfig, load_config
 from advsim.report import checkpoint_order
 from advsim.rollout import EpisodeSpec, run_episodes
+from advsim.suites import WebFormsSuite
 from forms_bench import STRATA, load
 from forms_bench.injection import Injection
 from forms_bench.schema import Task
@@ -268,10 +269,11 @@ def evaluate(run_dir: str | Path, tasks: str = "sample:2", seeds: int = 1, brows
         return judge_agreement(eps, lm_judge) if lm_judge is not None else {}
 
     def run_set(executor_ref, specs, seed, world_factory=None, env_wrapper=None):
-        return run_episodes(learner.engine, io.executor_prompt, specs, executor_ref, seed=seed,
+        suite = WebFormsSuite(world_factory=world_factory)  # the simulated world, or real pages
+        return run_episodes(learner.engine, suite.executor_prompt(io), specs, executor_ref, seed=seed, suite=suite,
                             max_steps=r.max_steps, max_new_tokens=r.max_new_tokens, temperature=r.temperature,
-                            top_p=r.top_p, world_factory=world_factory,
-                            world_errors="fail_episode" if world_factory else "raise", env_wrapper=env_wrapper)
+                            top_p=r.top_p, world_errors="fail_episode" if world_factory else "raise",
+                            env_wrapper=env_wrapper)
 
     adv_alphas = {a: learned_injections(learner, io, sample, f"adversary@{versions(a)['adversary']}", 9_001)
                   for a in (adversaries if cfg.eval.attacked_test else [])}

@@ -1,9 +1,13 @@
-"""Executor rollouts in the simulated web world, batched across episodes.
+"""Executor rollouts in any world with a task suite, batched across episodes.
 
 All episodes advance in lockstep: at each turn every unfinished episode's prompt goes into one
-``engine.generate`` call (one batch, mixed adapters allowed), each completion is parsed and
-stepped in its own :class:`~advsim.envs.web_forms.WebFormsEnv`. Training later uses the token
-ids and log-probs the engine sampled (never re-tokenised text).
+``engine.generate`` call (one batch, mixed adapters allowed), each completion is stepped in its
+own environment, made by the episode's :class:`~advsim.suites.TaskSuite` (the web world's
+``WebFormsEnv`` by default, the evidence-ledger world's ``EvidenceLedgerEnv`` with
+:class:`~advsim.suites.EvidenceLedgerSuite`). The environment parses the action (``info["action"]``:
+its canonical text, or None) and judges the episode (``info["success"]``, ``info["reasons"]``);
+nothing here knows a world. Training later uses the token ids and log-probs the engine sampled
+(never re-tokenised text).
 
 An :class:`EpisodeSpec` may carry an injection α and a *replay prefix*: the actions of a clean
 control trajectory, replayed verbatim up to transition d before the executor continues under
@@ -13,15 +17,13 @@ attack — the success-flip protocol of AdvSim2Real (Eq. 5).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable, Sequence
+from typing import Any, Callable, Sequence
 
-from advsim.envs.web_forms import WebFormsEnv
+from advsim.suites import TaskSuite, WebFormsSuite
 from forms_bench.actions import ActionParseError, parse_action
-from forms_bench.injection import Injection
-from forms_bench.schema import Task
 
-PromptFn = Callable[[str, str, Sequence[str], str], list[int]]
-"""(goal, page, previous actions, last error) -> prompt token ids."""
+PromptFn = Callable[[dict, Sequence[str]], list[int]]
+"""(observation, previous actions) -> prompt token ids (:meth:`TaskSuite.executor_prompt`)."""
 
 
 @dataclass
@@ -29,7 +31,7 @@ class EpisodeSpec:
     """One episode to run.
 
     Attributes:
-        task: the task.
+        task: the task (a :class:`forms_bench.Task`, a ledger case: whatever the suite serves).
         injection: α to render at transition ``injection.transition`` (None = clean).
         prefix: actions replayed before the executor acts (a control's first d actions).
         replay: this is a success-flip replay: the prefix must reach transition d (a control
@@ -37,8 +39,8 @@ class EpisodeSpec:
             rendered when the executor's own episode reaches d (evaluation, training pools).
     """
 
-    task: Task
-    injection: Injection | None = None
+    task: Any
+    injection: Any = None
     prefix: Sequence[str] = ()
     replay: bool = False
 
@@ -68,7 +70,8 @@ class Episode:
         rendered: the injection was rendered and passed the render gate (False when clean).
         took_target: an action equal to the declared target ζ was taken after the injection.
         replayable: the prefix could be replayed (the control had not ended before d).
-        final_page: the last observation's page text (what an LM judge reads).
+        final_page: the last observation's changing text (:meth:`TaskSuite.observation_text`:
+            the page in the web world; what an LM judge reads).
     """
 
     spec: EpisodeSpec
@@ -82,8 +85,8 @@ class Episode:
     final_page: str = ""
 
     def trajectory(self):
-        """This episode as the :class:`judges.lm.Trajectory` an LM judge reads (final page,
-        actions, their errors, the ``send_msg_to_user`` text)."""
+        """This web-world episode as the :class:`judges.lm.Trajectory` an LM judge reads (final
+        page, actions, their errors, the ``send_msg_to_user`` text)."""
         from judges.lm import Trajectory
 
         message = None
@@ -108,7 +111,8 @@ class Episode:
     def to_row(self) -> dict:
         """A JSON-able summary (trajectories.jsonl)."""
         inj = self.spec.injection
-        return {"task_id": self.spec.task.id, "stratum": self.spec.task.stratum, "actions": self.actions,
+        return {"task_id": self.spec.task.id, "stratum": getattr(self.spec.task, "stratum", None),
+                "actions": self.actions,
                 "success": self.success, "reasons": self.reasons, "prefix": len(self.spec.prefix),
                 "injection": inj.model_dump() if inj else None, "rendered": self.rendered,
                 "took_target": self.took_target, "parse_rate": self.parse_rate,
@@ -121,27 +125,28 @@ def request_seed(seed: int, episode: int, turn: int) -> int:
 
 
 def run_episodes(engine, prompt_fn: PromptFn, specs: Sequence[EpisodeSpec], adapter: str | None, *,
-                 seed: int, max_steps: int = 12, max_new_tokens: int = 48, temperature: float = 1.0,
-                 top_p: float = 1.0, judge=None, progress: Callable[[int], None] | None = None,
-                 world_factory: Callable[[], object] | None = None,
+                 seed: int, suite: TaskSuite | None = None, max_steps: int = 12, max_new_tokens: int = 48,
+                 temperature: float = 1.0, top_p: float = 1.0, progress: Callable[[int], None] | None = None,
                  world_errors: str = "raise", env_wrapper: Callable | None = None) -> list[Episode]:
     """Run every spec to the end; returns episodes in spec order.
 
     Args:
         engine: a :class:`policies.engines.Engine`.
-        prompt_fn: builds the executor prompt's token ids.
+        prompt_fn: builds the executor prompt's token ids from an observation and the previous
+            actions (``suite.executor_prompt(io)``).
         specs: episodes to run.
         adapter: executor adapter version (``"executor@2"``) or None for the backbone.
         seed: run seed (per-request seeds derive from it).
+        suite: the world (:class:`~advsim.suites.TaskSuite`): it makes each episode's environment
+            and the reset options that play its task and injection. Default: the web world,
+            simulated, strict check (``WebFormsSuite()``); ``WebFormsSuite(world_factory=…)`` runs
+            the same policy against real pages.
         max_steps, max_new_tokens, temperature, top_p: episode and sampling limits.
-        judge: ``(task, record) -> Verdict`` (default: the strict check).
         progress: called with the number of turns generated in each batch.
-        world_factory: makes the web world of each episode (default: a new SimWebWorld);
-            e.g. ``BrowserWorld`` to run the same policy against real pages.
         world_errors: ``"raise"`` (default: a failing world is a bug) or ``"fail_episode"``
             (evaluation against real browsers: an episode whose world fails even after the
-            world's own recovery is counted as failed with the error as its reason, and the
-            other episodes go on).
+            world's own recovery is counted as failed with the error as its reason — its last
+            action is then recorded as written — and the other episodes go on).
         env_wrapper: wraps each episode's environment, e.g.
             ``lambda env: ReactiveAdversaryEnv(env, adversary)`` (:mod:`advsim.envs.reactive`)
             to evaluate under a reactive adversary; an injection it gets accepted counts as
@@ -151,14 +156,14 @@ def run_episodes(engine, prompt_fn: PromptFn, specs: Sequence[EpisodeSpec], adap
         raise ValueError(f"world_errors must be 'raise' or 'fail_episode', got {world_errors!r}")
     from policies.engines import GenerationRequest
 
+    suite = suite if suite is not None else WebFormsSuite()
     envs, obs, episodes, active = [], [], [], []
     for i, spec in enumerate(specs):
-        env = WebFormsEnv(tasks=[spec.task], judge=judge, max_steps=max_steps,
-                          web_world=world_factory() if world_factory else None)
+        env = suite.make_env(max_steps=max_steps)
         if env_wrapper is not None:
             env = env_wrapper(env)
         ep = Episode(spec)
-        o, info = env.reset(seed=seed, options={"task": spec.task, "injection": spec.injection})
+        o, info = env.reset(seed=seed, options=suite.reset_options(spec.task, spec.injection))
         done = False
         for a in spec.prefix:  # replay the control up to transition d
             o, _, term, trunc, info = env.step(a)
@@ -169,7 +174,7 @@ def run_episodes(engine, prompt_fn: PromptFn, specs: Sequence[EpisodeSpec], adap
         if spec.injection is not None:
             ep.replayable = not done and (not spec.replay or len(spec.prefix) == spec.injection.transition)
             ep.rendered = bool(info.get("injected")) and ep.replayable
-        ep.final_page = o["page"]
+        ep.final_page = suite.observation_text(o)
         if done:
             ep.success = bool(info.get("success"))
             ep.reasons = list(info.get("reasons", []))
@@ -183,8 +188,7 @@ def run_episodes(engine, prompt_fn: PromptFn, specs: Sequence[EpisodeSpec], adap
     while active:
         requests = []
         for i in active:
-            o = obs[i]
-            ids = prompt_fn(o["goal"], o["page"], episodes[i].actions, o["last_action_error"])
+            ids = prompt_fn(obs[i], episodes[i].actions)
             requests.append(GenerationRequest(prompt_ids=tuple(ids), adapter=adapter, max_new_tokens=max_new_tokens,
                                               temperature=temperature, top_p=top_p,
                                               seed=request_seed(seed, i, turn), tag=i))
@@ -194,21 +198,19 @@ def run_episodes(engine, prompt_fn: PromptFn, specs: Sequence[EpisodeSpec], adap
         still = []
         for i, g in zip(active, gens):
             ep, env = episodes[i], envs[i]
-            try:
-                action = parse_action(g.text).to_text()
-            except ActionParseError:
-                action = None
-            ep.turns.append(Turn(list(g.request.prompt_ids), list(g.token_ids), list(g.logprobs),
-                                 None if g.adapter is None else str(g.adapter), g.text, action, ""))
+            turn_rec = Turn(list(g.request.prompt_ids), list(g.token_ids), list(g.logprobs),
+                            None if g.adapter is None else str(g.adapter), g.text, None, "")
+            ep.turns.append(turn_rec)
             try:
                 o, _, term, trunc, info = env.step(g.text)
             except Exception as exc:  # noqa: BLE001 - only with world_errors="fail_episode"
                 if world_errors == "raise":
                     raise
                 ep.success, ep.reasons = False, [f"world error: {type(exc).__name__}: {exc}"]
-                ep.actions.append(action if action is not None else g.text)
+                ep.actions.append(g.text)
                 continue
-            ep.turns[-1].error = info["action_error"]
+            action = info.get("action")  # the env's canonical text of the parsed action, or None
+            turn_rec.action, turn_rec.error = action, info["action_error"]
             ep.actions.append(action if action is not None else g.text)
             if spec_target := (ep.spec.injection.target_action if ep.spec.injection else None):
                 if action == spec_target and info.get("injected"):
@@ -216,7 +218,7 @@ def run_episodes(engine, prompt_fn: PromptFn, specs: Sequence[EpisodeSpec], adap
             if ep.spec.injection is not None and info.get("injected"):
                 ep.rendered = ep.replayable
             obs[i] = o
-            ep.final_page = o["page"]
+            ep.final_page = suite.observation_text(o)
             if info.get("adversary_injected_at") is not None:  # a reactive adversary's α was accepted
                 ep.rendered = True
             if info.get("target_taken"):

@@ -61,8 +61,16 @@ class TaskSuite(Protocol):
     def make_env(self, max_steps: int | None = None) -> gym.Env:
         """A new environment of this world (``max_steps`` None: the env's default)."""
 
-    def reset_options(self, task: Any) -> dict:
-        """``reset(options=…)`` that plays ``task``."""
+    def reset_options(self, task: Any, injection: Any = None) -> dict:
+        """``reset(options=…)`` that plays ``task`` (with ``injection`` on its injection surface)."""
+
+    def executor_prompt(self, io: Any) -> Callable[[dict, Sequence[str]], list[int]]:
+        """The executor's prompt builder for this world: ``(observation, previous actions) -> ids``,
+        from the roles' :class:`policies.roles.RoleIO`."""
+
+    def observation_text(self, obs: dict) -> str:
+        """The part of an observation that changes with the agent's actions (web: the page;
+        ledger: the last tool result), as an LM judge reads the final one."""
 
     def ground_truth(self, task: Any) -> Oracle:
         """An oracle that solves ``task``."""
@@ -107,10 +115,13 @@ class WebFormsSuite:
     name = "web-forms"
     env_id = "advsim/WebForms-v0"
 
-    def __init__(self, tasks: Sequence | None = None):
+    def __init__(self, tasks: Sequence | None = None, *, judge: Callable | None = None,
+                 world_factory: Callable[[], Any] | None = None):
         from forms_bench import load
 
         self._tasks = list(tasks) if tasks is not None else load("test")
+        self.judge = judge
+        self.world_factory = world_factory
 
     def tasks(self) -> list:
         """The served tasks (:class:`forms_bench.Task`)."""
@@ -121,15 +132,26 @@ class WebFormsSuite:
         return task.id
 
     def make_env(self, max_steps: int | None = None) -> gym.Env:
-        """A simulated-world ``WebFormsEnv`` over the served tasks."""
+        """A ``WebFormsEnv`` over the served tasks: the simulated world, or a world from
+        ``world_factory`` (e.g. ``BrowserWorld`` for real pages); the strict check, or ``judge``."""
         from advsim.envs.web_forms import WebFormsEnv
 
-        kw = {} if max_steps is None else {"max_steps": max_steps}
-        return WebFormsEnv(tasks=self._tasks, **kw)
+        kw: dict[str, Any] = {} if max_steps is None else {"max_steps": max_steps}
+        if self.world_factory is not None:
+            kw["web_world"] = self.world_factory()
+        return WebFormsEnv(tasks=self._tasks, judge=self.judge, **kw)
 
-    def reset_options(self, task) -> dict:
-        """``{"task": task}``."""
-        return {"task": task}
+    def reset_options(self, task, injection=None) -> dict:
+        """``{"task": task, "injection": α}``: α is rendered into the page at its transition d."""
+        return {"task": task, "injection": injection}
+
+    def executor_prompt(self, io) -> Callable[[dict, Sequence[str]], list[int]]:
+        """``io.executor_prompt(goal, page, previous actions, last error)``."""
+        return lambda obs, history: io.executor_prompt(obs["goal"], obs["page"], history, obs["last_action_error"])
+
+    def observation_text(self, obs: dict) -> str:
+        """The page (accessibility tree)."""
+        return obs["page"]
 
     def ground_truth(self, task) -> Oracle:
         """The oracle solver's actions (:func:`forms_bench.oracle.solve`)."""
@@ -215,9 +237,32 @@ class EvidenceLedgerSuite:
         kw = {} if max_steps is None else {"max_steps": max_steps}
         return EvidenceLedgerEnv(cases=self.cases_path, **kw)
 
-    def reset_options(self, task) -> dict:
-        """``{"task_id": case.id}``."""
+    def reset_options(self, task, injection=None) -> dict:
+        """``{"task_id": case.id}``.
+
+        Raises:
+            ValueError: an injection: the ledger env takes one through its ``inject`` method
+                (a record's free-text field), not yet through reset options.
+        """
+        if injection is not None:
+            raise ValueError("evidence-ledger: an injection is rendered with env.inject(text, ...) into a record's "
+                             "free-text field; reset options take none (yet)")
         return {"task_id": task.id}
+
+    def executor_prompt(self, io) -> Callable[[dict, Sequence[str]], list[int]]:
+        """``io.ledger_executor_prompt(context, tool result, previous calls, last error)``.
+
+        Raises:
+            ValueError: ``io`` has no ledger prompt (a web-only RoleIO).
+        """
+        if getattr(io, "ledger_executor_prompt", None) is None:
+            raise ValueError("this RoleIO has no ledger_executor_prompt (policies.roles.role_io builds one)")
+        return lambda obs, history: io.ledger_executor_prompt(obs["context"], obs["tool_result"], history,
+                                                              obs["last_action_error"])
+
+    def observation_text(self, obs: dict) -> str:
+        """The last tool result (JSON text)."""
+        return obs["tool_result"]
 
     def ground_truth(self, task) -> Oracle:
         """The reference plan (:func:`worlds.ledger.suite.reference_plan`)."""

@@ -172,6 +172,11 @@ class Call:
     kwargs: Mapping[str, Any]
     text: str
 
+    def to_text(self) -> str:
+        """Canonical call text, keyword arguments in parameter order:
+        ``refund_charge(charge_id='CH-2', amount=12.5)``; parses back to an equal call."""
+        return f"{self.name}({', '.join(f'{k}={v!r}' for k, v in self.kwargs.items())})"
+
 
 class ActionParseError(ValueError):
     """Raised when text does not hold exactly one valid call; the message says precisely why.

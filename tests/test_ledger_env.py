@@ -38,7 +38,8 @@ def test_reset_picks_case_and_observation_layout():
     env = gym.make("advsim/EvidenceLedger-v0")
     obs, info = env.reset(seed=1, options={"case_id": "V1-eng-002"})
     assert info == {"task_id": "V1-eng-002", "case_id": "V1-eng-002", "protocol": "V1", "domain": "engineering_ops",
-                    "step": 0, "tool": None, "tool_kind": None, "executed": False, "output": None, "ecs": None,
+                    "step": 0, "action": None, "action_error": "", "tool": None, "tool_kind": None, "executed": False,
+                    "output": None, "ecs": None,
                     "flags": {}, "reasons": [], "injection": None}
     assert obs["context"].startswith("[engineering_ops] Change CHG-")
     assert "deploy_build(build_id: string, environment: string)  [consequential]" in obs["context"]

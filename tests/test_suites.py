@@ -86,3 +86,65 @@ def test_both_envs_take_task_id_in_reset_options_and_report_success_at_the_end()
         lenv.reset(options={"task_id": case.id, "case_id": ledger.tasks()[-1].id})
     _, r, term, _, info = lenv.step("final_answer('Nothing to do.')")
     assert term and info["success"] is (info["ecs"] == 1) and r == float(info["success"])
+
+
+def _scripted_engine(scripts):
+    """An engine whose completion for episode ``tag`` at its k-th request is ``scripts[tag][k]``."""
+    from policies.engines import Generation
+
+    calls: dict[int, int] = {}
+
+    class Engine:
+        def generate(self, requests):
+            out = []
+            for r in requests:
+                k = calls.get(r.tag, 0)
+                calls[r.tag] = k + 1
+                out.append(Generation(r, [1, 2], [-0.1, -0.2], None, "stop", f"Call: {scripts[r.tag][k]}"))
+            return out
+
+    return Engine()
+
+
+def test_rollouts_run_in_the_ledger_world_through_its_suite():
+    """run_episodes names no world: with the ledger suite, the same lockstep loop plays cases, and
+    success is the evaluator's ECS; the recorded actions are the env's canonical call texts."""
+    from advsim.rollout import EpisodeSpec, run_episodes
+    from worlds.ledger.suite import controls
+
+    suite = EvidenceLedgerSuite()
+    # cases whose calls need no id returned earlier: their plan can be written down in advance
+    cases = [c for c in suite.tasks() if c.protocol == "V1" and "invented_id" not in controls(suite.suite, c)][:3]
+    def script(oracle):
+        return [oracle.act({}, {}) for _ in range(12)]
+
+    good = [script(suite.ground_truth(c)) for c in cases]
+    bad = [script(suite.negative_controls(c)["premature"][0]) for c in cases]
+    prompts = []
+    eps = run_episodes(_scripted_engine(good + bad), lambda obs, hist: prompts.append((obs, list(hist))) or [1],
+                       [EpisodeSpec(c) for c in cases + cases], None, seed=0, suite=suite, max_steps=12)
+    assert [e.success for e in eps] == [True] * 3 + [False] * 3
+    assert all(any("MISSING" in r for r in e.reasons) for e in eps[3:])  # acted before reading
+    first = eps[0]
+    assert first.actions[0] == good[0][0]  # canonical call text (the engine wrote "Call: ..." around it)
+    assert first.turns[0].action == good[0][0] and first.turns[0].error == ""
+    obs, hist = prompts[len(cases) * 2]  # the second turn of episode 0 sees the first call and its result
+    assert hist == [good[0][0]] and obs["tool_result"]
+    assert "episode finished" in first.final_page  # the last tool result: final_answer's
+
+
+def test_ledger_executor_prompt_shows_context_result_history_and_error():
+    from policies.backbone import tiny_tokenizer
+    from policies.roles import ledger_executor_user, role_io
+
+    text = ledger_executor_user("[billing] Refund CH-2.\n\nTools:\nget_charge(charge_id)", '{"status": "paid"}',
+                                ["get_charge(charge_id='CH-2')"], "unknown tool 'x'")
+    assert text == ("[billing] Refund CH-2.\n\nTools:\nget_charge(charge_id)\n\nPrevious calls:\n"
+                    "1. get_charge(charge_id='CH-2')\n\nLast tool result:\n{\"status\": \"paid\"}\n"
+                    "Error from your last call: unknown tool 'x'\n\nNext call:")
+    io = role_io(tiny_tokenizer())
+    ids = EvidenceLedgerSuite().executor_prompt(io)({"context": "c", "tool_result": "", "last_action_error": ""}, [])
+    assert ids and all(isinstance(i, int) for i in ids)
+    with pytest.raises(ValueError, match="no ledger_executor_prompt"):
+        import dataclasses
+        EvidenceLedgerSuite().executor_prompt(dataclasses.replace(io, ledger_executor_prompt=None))

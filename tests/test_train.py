@@ -163,13 +163,16 @@ def test_a_failing_world_fails_only_its_episode():
         return made[-1]
 
     tasks = load("test")[:2]
+    from advsim.suites import WebFormsSuite
+
     eps = run_episodes(Engine(), lambda *a: [1, 2, 3], [EpisodeSpec(t) for t in tasks], None, seed=0, max_steps=3,
-                       world_factory=factory, world_errors="fail_episode")
+                       suite=WebFormsSuite(world_factory=factory), world_errors="fail_episode")
     assert eps[0].reasons == ["world error: RuntimeError: renderer crashed"] and not eps[0].success
     assert len(eps[1].turns) == 3 and eps[1].reasons == [f"final control {tasks[1].page.control(tasks[1].spec.final_control).label!r} was never activated"]
     with pytest.raises(RuntimeError, match="renderer crashed"):
         made.clear()
-        run_episodes(Engine(), lambda *a: [1], [EpisodeSpec(tasks[0])], None, seed=0, world_factory=factory)
+        run_episodes(Engine(), lambda *a: [1], [EpisodeSpec(tasks[0])], None, seed=0,
+                     suite=WebFormsSuite(world_factory=factory))
 
 
 @pytest.mark.slow

@@ -77,7 +77,9 @@ class EvidenceLedgerEnv(gym.Env):
 
     **info** — ``task_id`` and ``case_id`` (the same id), ``protocol``, ``domain``, ``step``,
     ``tool`` and ``tool_kind`` of the last call, ``executed`` (a consequential call changed the
-    world), ``output`` (the id that call returned, e.g. ``RF-4821``, else None), ``ecs`` (None
+    world), ``action`` (the canonical text of the parsed call, or None: as WebForms-v0's
+    ``action``), ``action_error`` (as the observation's ``last_action_error``, uncut), ``output``
+    (the id that call returned, e.g. ``RF-4821``, else None), ``ecs`` (None
     until the episode ends), at episode end ``success`` (ECS = 1, as WebForms-v0's ``success``), ``flags`` (attempted, first_attempt_step, investigation_before_first_attempt,
     investigation_complete, gap, executed, partial, bsr — set at the end), ``reasons`` (e.g.
     ``["MISSING charge.CH-2.status at action refund_charge step 4"]``), ``injection``; and
@@ -267,6 +269,7 @@ class EvidenceLedgerEnv(gym.Env):
         info = {
             "task_id": case.id, "case_id": case.id, "protocol": case.protocol, "domain": case.domain,
             "step": len(self.world.log) if self.world else 0,
+            "action": rec.call if rec else None, "action_error": (rec.error or "") if rec else "",
             "tool": rec.name if rec else None, "tool_kind": rec.kind if rec else None,
             "executed": bool(rec.executed) if rec else False,
             "output": rec.output if rec else None,

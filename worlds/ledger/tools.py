@@ -168,6 +168,8 @@ class StepRecord:
         result: the tool result (JSON-able dict) or None.
         output: the id a consequential call returned (``RF-4821``) or None.
         target: entity id a get/act call was about, or None.
+        call: the canonical text of the parsed call (:meth:`forms_bench.actions.Call.to_text`),
+            or None when the text did not parse as one call of a case tool.
     """
 
     step: int
@@ -180,6 +182,7 @@ class StepRecord:
     result: Optional[dict] = None
     output: Optional[str] = None
     target: Optional[str] = None
+    call: Optional[str] = None
 
     @property
     def is_attempt(self) -> bool:
@@ -308,7 +311,7 @@ class ToolWorld:
                     rec.target = decl.entity_id
             return
         decl = self.decls[call.name]
-        rec.name, rec.kind = decl.name, decl.kind
+        rec.name, rec.kind, rec.call = decl.name, decl.kind, call.to_text()
         rec.kwargs = dict(call.kwargs)
         if decl.id_param and isinstance(call.kwargs.get(decl.id_param), str):
             rec.target = call.kwargs[decl.id_param].strip()
