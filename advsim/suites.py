@@ -238,16 +238,10 @@ class EvidenceLedgerSuite:
         return EvidenceLedgerEnv(cases=self.cases_path, **kw)
 
     def reset_options(self, task, injection=None) -> dict:
-        """``{"task_id": case.id}``.
-
-        Raises:
-            ValueError: an injection: the ledger env takes one through its ``inject`` method
-                (a record's free-text field), not yet through reset options.
-        """
-        if injection is not None:
-            raise ValueError("evidence-ledger: an injection is rendered with env.inject(text, ...) into a record's "
-                             "free-text field; reset options take none (yet)")
-        return {"task_id": task.id}
+        """``{"task_id": case.id, "injection": α}``: α
+        (:class:`~worlds.ledger.injection.ToolInjection`) is written into a record's free-text
+        field after d actions and shows in later tool results."""
+        return {"task_id": task.id, "injection": injection}
 
     def executor_prompt(self, io) -> Callable[[dict, Sequence[str]], list[int]]:
         """``io.ledger_executor_prompt(context, tool result, previous calls, last error)``.

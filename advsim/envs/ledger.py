@@ -16,7 +16,9 @@ from gymnasium import spaces
 from advsim.envs.checks import not_running, positive_int
 from advsim.envs.spaces import Unicode
 from forms_bench.actions import MAX_CALL_CHARS
+from forms_bench.actions import ActionParseError, parse_call
 from worlds.ledger.evaluator import EpisodeResult, evaluate
+from worlds.ledger.injection import ToolInjection
 from worlds.ledger.own import load_cases
 from worlds.ledger.schema import Case, Suite
 from worlds.ledger.suite import load_suite
@@ -75,21 +77,27 @@ class EvidenceLedgerEnv(gym.Env):
     :class:`~advsim.envs.checks.EpisodeNotRunningError` (a RuntimeError, the same error as
     WebForms-v0 and as before the first ``reset``) and nothing changes.
 
-    **info** — ``task_id`` and ``case_id`` (the same id), ``protocol``, ``domain``, ``step``,
+    **info** — ``task_id`` and ``case_id`` (the same id), ``injected`` (an injection's text was
+    shown in a tool result), ``target_taken`` (this step's call is the injection's ζ, after it
+    was shown), ``injection`` (where it was written, at which step, ``rendered_at_step`` and the
+    canonical ζ), ``protocol``, ``domain``, ``step``,
     ``tool`` and ``tool_kind`` of the last call, ``executed`` (a consequential call changed the
     world), ``action`` (the canonical text of the parsed call, or None: as WebForms-v0's
     ``action``), ``action_error`` (as the observation's ``last_action_error``, uncut), ``output``
     (the id that call returned, e.g. ``RF-4821``, else None), ``ecs`` (None
     until the episode ends), at episode end ``success`` (ECS = 1, as WebForms-v0's ``success``), ``flags`` (attempted, first_attempt_step, investigation_before_first_attempt,
     investigation_complete, gap, executed, partial, bsr — set at the end), ``reasons`` (e.g.
-    ``["MISSING charge.CH-2.status at action refund_charge step 4"]``), ``injection``; and
+    ``["MISSING charge.CH-2.status at action refund_charge step 4"]``); and
     ``internal_errors`` (steps of this episode whose tool raised an exception — a world bug,
     logged by ``worlds.ledger.tools``) once it is above 0.
 
-    **Injection** — :meth:`inject` renders an adversary's text into a designated free-text field
-    (``notes``, ``comments`` or ``description``) of one database record, at most once per
-    episode; the text then appears in every later tool result showing that record. Free-text
-    fields never establish facts, so injected text cannot create evidence.
+    **Injection** — an adversary's :class:`~worlds.ledger.injection.ToolInjection` α = (z, d,
+    record, ζ) writes z into a designated free-text field (``notes``, ``comments`` or
+    ``description``) of one database record after d actions: pass ``options={"injection": …}``
+    to ``reset`` or call :meth:`inject` before transition d (as WebForms-v0). The text then
+    appears in every later tool result showing that record; ``info["injected"]`` turns True at
+    the first such result (the text was rendered where the executor reads it). Free-text fields
+    never establish facts, so injected text cannot create evidence. At most one per episode.
 
     Args:
         case_ids: restrict episodes to these cases; ``protocol``/``domain``: filter the pool.
@@ -145,7 +153,8 @@ class EvidenceLedgerEnv(gym.Env):
         self.result: Optional[EpisodeResult] = None
         self._context = ""
         self._obs: dict[str, str] = {}
-        self._injection: Optional[dict] = None
+        self._injection: Optional[dict] = None  # the injection written into a record this episode
+        self._pending: Optional[dict] = None  # scheduled for a later transition
         self._done = False  # the running episode ended (terminated or truncated)
 
     # ------------------------------------------------------------------ gym API
@@ -165,11 +174,13 @@ class EvidenceLedgerEnv(gym.Env):
             self.case = self._pool[int(self.np_random.integers(len(self._pool)))]
         self.world = ToolWorld(self.case, self.suite.tools, self.suite.entity_types)
         self.result = None
-        self._injection = None
+        self._injection = self._pending = None
         self._done = False
         self._context = to_charset(self.case.context + "\n\nTools:\n" + self.world.tools_prompt(),
                                    MAX_CONTEXT_CHARS)
         self._obs = {"context": self._context, "tool_result": "", "last_action_error": ""}
+        if options.get("injection") is not None:
+            self.inject(options["injection"])
         return dict(self._obs), self._info(None)
 
     def step(self, action: Any):
@@ -194,6 +205,8 @@ class EvidenceLedgerEnv(gym.Env):
             self._done = True
             self.result = evaluate(self.case, self.world.log, self.suite.tools, self.world.ledger)
             reward = float(self.result.ecs)
+        else:
+            self._maybe_write_injection()
         self._obs = {"context": self._context,
                      "tool_result": to_charset(self.world.result_json(rec), MAX_RESULT_CHARS),
                      "last_action_error": to_charset(rec.error or "", MAX_ERROR_CHARS)}
@@ -215,34 +228,32 @@ class EvidenceLedgerEnv(gym.Env):
         return self.world.tool_schemas()
 
     # ------------------------------------------------------------------ adversary
-    def inject(self, text: str, entity_type: Optional[str] = None, entity_id: Optional[str] = None,
-               field: Optional[str] = None) -> dict:
-        """Render an adversary's ``text`` into a free-text field of one record (once per episode).
+    def inject(self, injection: Union[ToolInjection, dict]) -> bool:
+        """Schedule α for transition d (written into its record at once if d equals the number of
+        actions taken). The same contract as WebForms-v0's ``inject``.
+
+        At most one injection per episode: a second one is refused (``False``, nothing changes)
+        while the first is pending or once one was written.
 
         Args:
-            text: the injected instruction (any string; rendered ASCII-escaped in observations).
-            entity_type, entity_id: the record (default: the case's primary entity, i.e. the
-                target of its first expected action).
-            field: a designated free-text field of that entity type (default: its first one).
+            injection: a :class:`~worlds.ledger.injection.ToolInjection` or a dict of its fields.
 
         Returns:
-            ``{"entity_type", "entity_id", "field", "step", "rendered_at_step"}``; the same dict
-            is in ``info["injection"]``, and ``rendered_at_step`` is set when a tool result first
-            shows the text.
+            True when scheduled (``info["injected"]`` turns True once a tool result shows it);
+            False if an injection is pending or was written this episode, or d already passed.
 
         Raises:
             EpisodeNotRunningError: before ``reset`` or after the episode ended (either flag).
-            RuntimeError: an injection was already accepted this episode.
-            ValueError: Legacy cases (no tool results), unknown record, or a non-free-text field.
+            pydantic.ValidationError: a dict that is not a valid ToolInjection.
+            ValueError: Legacy cases (no tool results), an unknown record, a field that is not a
+                designated free-text field, or a ``target_action`` that is not one call of a case tool.
         """
         if self.world is None or self.case is None or self._done:
             raise not_running("inject", self.world is not None)
-        if self._injection is not None:
-            raise RuntimeError("an injection was already accepted in this episode (at most one)")
-        if not isinstance(text, str):
-            raise ValueError("injected text must be a string")
+        inj = injection if isinstance(injection, ToolInjection) else ToolInjection.model_validate(injection)
         if self.case.protocol == "Legacy":
             raise ValueError("Legacy cases show no tool results; nothing to inject into")
+        entity_type, entity_id = inj.entity_type, inj.entity_id
         if entity_type is None:
             a = self.case.spec.actions[0]
             entity_type = self.suite.tools[a.tool].entity_type
@@ -251,21 +262,41 @@ class EvidenceLedgerEnv(gym.Env):
         table = self.world.db.get(entity_type, {})
         if et is None or entity_id not in table:
             raise ValueError(f"no {entity_type} record {entity_id!r} in this case")
-        if field is None and not et.text_fields:
+        if inj.field is None and not et.text_fields:
             raise ValueError(f"{entity_type} has no designated free-text field to inject into")
-        field = field or et.text_fields[0]
+        field = inj.field or et.text_fields[0]
         if field not in et.text_fields:
             raise ValueError(f"{entity_type}.{field} is not a designated free-text field "
                              f"({', '.join(et.text_fields)})")
-        table[entity_id][field] = text
-        self._injection = {"entity_type": entity_type, "entity_id": entity_id, "field": field,
-                           "step": len(self.world.log), "rendered_at_step": None}
-        return self._injection
+        target = None
+        if inj.target_action:
+            try:
+                target = parse_call(inj.target_action, self.world.specs).to_text()
+            except ActionParseError as exc:
+                raise ValueError(f"target_action is not one call of this case's tools: {exc}") from None
+        if self._injection is not None or self._pending is not None or inj.transition < len(self.world.log):
+            return False
+        self._pending = {"entity_type": entity_type, "entity_id": entity_id, "field": field,
+                         "text": inj.instruction, "transition": inj.transition, "target_action": target}
+        self._maybe_write_injection()
+        return True
+
+    def _maybe_write_injection(self) -> None:
+        """Write the pending injection into its record once d actions were taken."""
+        p = self._pending
+        if p is None or p["transition"] != len(self.world.log):
+            return
+        self._pending = None
+        self.world.db[p["entity_type"]][p["entity_id"]][p["field"]] = p["text"]
+        self._injection = {"entity_type": p["entity_type"], "entity_id": p["entity_id"], "field": p["field"],
+                           "step": len(self.world.log), "rendered_at_step": None,
+                           "target_action": p["target_action"]}
 
     # ------------------------------------------------------------------ info
     def _info(self, rec) -> dict:
         case = self.case
         res = self.result
+        inj = self._injection
         info = {
             "task_id": case.id, "case_id": case.id, "protocol": case.protocol, "domain": case.domain,
             "step": len(self.world.log) if self.world else 0,
@@ -276,6 +307,9 @@ class EvidenceLedgerEnv(gym.Env):
             "ecs": res.ecs if res else None,
             "flags": res.flags() if res else {},
             "reasons": list(res.reasons) if res else [],
+            "injected": bool(inj and inj["rendered_at_step"] is not None),
+            "target_taken": bool(inj and inj["target_action"] and rec is not None and rec.call == inj["target_action"]
+                                 and inj["rendered_at_step"] is not None),
             "injection": dict(self._injection) if self._injection else None,
         }
         if res is not None:
