@@ -45,7 +45,8 @@ from advsim.config import TrainConfig, load_config
 from advsim.report import checkpoint_order
 from advsim.rollout import EpisodeSpec, run_episodes
 from advsim.suites import WebFormsSuite
-from forms_bench import STRATA, load
+from forms_bench import STRATA
+from forms_bench.suite import select_tasks
 from forms_bench.injection import Injection
 from forms_bench.schema import Task
 from forms_bench.atomic import atomic_write_json
@@ -146,22 +147,6 @@ def attacked_column(clean, alphas: Sequence[Injection | None], attacked) -> dict
             "task_completed": rate([e.success for _, e in rendered]),
             "attack_succeeded": rate([not e.success for c, e in rendered if c.success]),
             "took_target": rate([e.took_target for _, e in rendered])}
-
-
-def select_tasks(spec: str) -> list[Task]:
-    """``"all"``, ``"sample:N"`` (first N per stratum) or comma-separated ids."""
-    tasks = load("test")
-    if spec == "all":
-        return tasks
-    if spec.startswith("sample:"):
-        n = int(spec.split(":", 1)[1])
-        return [t for s in STRATA for t in [x for x in tasks if x.stratum == s][:n]]
-    by_id = {t.id: t for t in tasks}
-    ids = [x.strip() for x in spec.split(",") if x.strip()]
-    unknown = [i for i in ids if i not in by_id]
-    if unknown:
-        raise ValueError(f"unknown task id(s): {', '.join(unknown)}")
-    return [by_id[i] for i in ids]
 
 
 def _rates(episodes, tasks: Sequence[Task], seeds: int) -> dict[str, Any]:

@@ -8,7 +8,7 @@
 
 from forms_bench.generate import generate
 from forms_bench.schema import STRATA, Task, TaskValidationError, validate_task
-from forms_bench.suite import TEST_SET_VERSION, build_test_set, load
+from forms_bench.suite import TEST_SET_VERSION, build_test_set, load, select_tasks
 
 __all__ = ["STRATA", "Task", "TaskValidationError", "generate", "load", "build_test_set",
            "validate_task", "TEST_SET_VERSION"]

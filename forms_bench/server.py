@@ -73,6 +73,24 @@ class _HTTPError(Exception):
         self.headers = dict(headers or {})
 
 
+def serve_in_thread(httpd: ThreadingHTTPServer, name: str) -> threading.Thread:
+    """Start ``httpd.serve_forever`` in a daemon thread named ``<name>:<port>``; returns it."""
+    thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.1},
+                              name=f"{name}:{httpd.server_address[1]}", daemon=True)
+    thread.start()
+    return thread
+
+
+def stop_serving(httpd: ThreadingHTTPServer | None, thread: threading.Thread | None) -> None:
+    """Shut ``httpd`` down, close its socket and join its thread (5 s at most); None: nothing to do."""
+    if httpd is None:
+        return
+    httpd.shutdown()
+    httpd.server_close()
+    if thread is not None:
+        thread.join(timeout=5)
+
+
 class PageServer:
     """Serves task pages on ``http://127.0.0.1:<port>`` and records the events pages report.
 
@@ -119,24 +137,16 @@ class PageServer:
         if self._httpd is not None:
             return self
         handler = type("_BoundHandler", (_Handler,), {"server_app": self, "timeout": self.timeout_s})
-        httpd = _Server((HOST, self._port), handler)
-        self._httpd = httpd
-        self._thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.1},
-                                        name=f"PageServer:{httpd.server_address[1]}", daemon=True)
-        self._thread.start()
+        self._httpd = _Server((HOST, self._port), handler)
+        self._thread = serve_in_thread(self._httpd, "PageServer")
         log.debug("page server listening on %s", self.base_url)
         return self
 
     def stop(self) -> None:
         """Stop serving and close the socket. Idempotent; recorded events stay readable."""
         httpd, self._httpd = self._httpd, None
-        if httpd is None:
-            return
-        httpd.shutdown()
-        httpd.server_close()
-        if self._thread is not None:
-            self._thread.join(timeout=5)
-            self._thread = None
+        stop_serving(httpd, self._thread)
+        self._thread = None
 
     def __enter__(self) -> "PageServer":
         return self.start()

@@ -74,3 +74,25 @@ def load(split: str = "test") -> list[Task]:
     """
     return list(_load(split))
 
+
+def select_tasks(spec: str) -> list[Task]:
+    """Test tasks by a selection string: ``"all"``, ``"sample:N"`` (the first N tasks of every
+    stratum, in :data:`STRATA` order) or comma-separated task ids.
+
+    Raises:
+        ValueError: an unknown task id (all of them named) or a malformed ``sample:N``.
+    """
+    tasks = load("test")
+    if spec == "all":
+        return tasks
+    if spec.startswith("sample:"):
+        n = spec.split(":", 1)[1]
+        if not n.isdigit():
+            raise ValueError(f"{spec!r}: expected sample:N with N a non-negative integer")
+        return [t for s in STRATA for t in [x for x in tasks if x.stratum == s][:int(n)]]
+    by_id = {t.id: t for t in tasks}
+    ids = [x.strip() for x in spec.split(",") if x.strip()]
+    unknown = [i for i in ids if i not in by_id]
+    if unknown:
+        raise ValueError(f"unknown task id(s): {', '.join(unknown)}")
+    return [by_id[i] for i in ids]

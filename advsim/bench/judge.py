@@ -31,11 +31,11 @@ from typing import Any, Callable, Sequence
 from rich.console import Console
 from rich.table import Table
 
-import forms_bench
 from advsim.attacks import wrong_value_action
 from forms_bench.actions import Action, ActionParseError, parse_action
 from forms_bench.oracle import solve
-from forms_bench.schema import STRATA, Task
+from forms_bench.schema import Task
+from forms_bench.suite import select_tasks
 from judges.attacks import flip_rate
 from judges.lm import Trajectory
 from judges.oracle import oracle_judge
@@ -137,22 +137,6 @@ def self_report_judge(task: Any, traj: Trajectory) -> Verdict:
     if traj.message is not None:
         return Verdict(True, [])
     return Verdict(False, ["no final message"])
-
-
-def select_tasks(tasks: str) -> list[Task]:
-    """``"all"``, ``"sample:N"`` (first N test tasks per stratum) or comma-separated task ids."""
-    all_tasks = forms_bench.load("test")
-    if tasks == "all":
-        return all_tasks
-    if tasks.startswith("sample:"):
-        n = int(tasks.split(":", 1)[1])
-        return [t for s in STRATA for t in [x for x in all_tasks if x.stratum == s][:n]]
-    by_id = {t.id: t for t in all_tasks}
-    wanted = [t.strip() for t in tasks.split(",") if t.strip()]
-    missing = [t for t in wanted if t not in by_id]
-    if missing:
-        raise ValueError(f"unknown task id(s): {', '.join(missing)}")
-    return [by_id[t] for t in wanted]
 
 
 def make_judge(judge: str, model: str | None = None, k: int = 1, temperature: float = 0.0,

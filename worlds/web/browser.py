@@ -343,6 +343,11 @@ class BrowserWorld:
             (ms), for latency reports.
     """
 
+    INJECT_JS = _INJECT_JS
+    """Page script that inserts an injected paragraph (after the intro paragraph of ``<main>``)."""
+    CLEAR_INJECTIONS_JS = _CLEAR_INJECTIONS_JS
+    """Page script that removes every injected paragraph."""
+
     def __init__(self, server: PageServer | None = None, *, executable_path: str = CHROMIUM_PATH,
                  launch_args: Sequence[str] = CHROMIUM_ARGS, action_timeout_ms: float = 3000,
                  navigation_timeout_ms: float = 10000, hang_timeout_s: float = 20.0,
@@ -509,6 +514,11 @@ class BrowserWorld:
     def _resolve(self, action: Action) -> Target | None:
         """The action's target (:func:`worlds.web.world.resolve` on the task's page model)."""
         return resolve(self._require_task(), action)
+
+    def _target(self, action: Action) -> Target | None:
+        """The target :meth:`step` acts on: :meth:`_resolve` (the task's page model needs no
+        browser; a world that resolves against the live page runs it guarded)."""
+        return self._resolve(action)
 
     def _on_crash(self, *_: Any) -> None:
         self._crashed = True
@@ -697,7 +707,7 @@ class BrowserWorld:
             raise ActionError(f"unknown action {name}")
 
     def _inject_now(self, text: str) -> None:
-        self._guard(lambda: self._page.evaluate(_INJECT_JS, text), "injecting text")
+        self._guard(lambda: self._page.evaluate(self.INJECT_JS, text), "injecting text")
 
     def _dom_index(self) -> DomBids:
         """Bids, frames and node ids of the live DOM of the page's process (frames of that
@@ -891,8 +901,8 @@ class BrowserWorld:
             BrowserWorldError: the page could not be restored after a crash.
         """
         t0 = time.perf_counter()
-        task = self._require_task()
-        target = resolve(task, action)
+        self._require_task()
+        target = self._target(action)
         if action.name == "send_msg_to_user":
             self._message = action.args[0]
         self._run(lambda: self._apply(action, target), action.to_text()[:60],
@@ -915,7 +925,7 @@ class BrowserWorld:
         """Remove every injected paragraph from the live page (and from the replay history);
         return the new observation."""
         self._require_task()
-        self._run(lambda: self._guard(lambda: self._page.evaluate(_CLEAR_INJECTIONS_JS), "clearing injections"),
+        self._run(lambda: self._guard(lambda: self._page.evaluate(self.CLEAR_INJECTIONS_JS), "clearing injections"),
                   "clearing injections")
         self._history = [(k, v) for k, v in self._history if k != "inject"]
         return self.observe()

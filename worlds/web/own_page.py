@@ -52,7 +52,6 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 import urllib.error
 import urllib.request
 from dataclasses import dataclass
@@ -66,6 +65,7 @@ from playwright.sync_api import Error as PlaywrightError
 
 from forms_bench.actions import Action
 from forms_bench.page_spec import PageControl, PageField, PageInventory, normalize_label
+from forms_bench.server import serve_in_thread, stop_serving
 from worlds.web.axtree import FRAME_ROLES, AXNode
 from worlds.web.browser import _ELEMENT_STATE_JS, BrowserWorld, _css_string
 from worlds.web.world import ActionError, EpisodeRecord
@@ -321,21 +321,14 @@ class LocalFileServer:
         httpd = ThreadingHTTPServer((HOST, 0), partial(_FileHandler, directory=str(self.root)))
         httpd.daemon_threads = True
         self._httpd = httpd
-        self._thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.1},
-                                        name=f"LocalFileServer:{httpd.server_address[1]}", daemon=True)
-        self._thread.start()
+        self._thread = serve_in_thread(httpd, "LocalFileServer")
         return self
 
     def stop(self) -> None:
         """Stop serving. Idempotent."""
         httpd, self._httpd = self._httpd, None
-        if httpd is None:
-            return
-        httpd.shutdown()
-        httpd.server_close()
-        if self._thread is not None:
-            self._thread.join(timeout=5)
-            self._thread = None
+        stop_serving(httpd, self._thread)
+        self._thread = None
 
     @property
     def running(self) -> bool:
@@ -467,6 +460,9 @@ class PageWorld(BrowserWorld):
         source: the current page (:class:`PageSource`), None before :meth:`reset`.
         inventory: its fields and controls as first shown, None before :meth:`reset`.
     """
+
+    INJECT_JS = _INJECT_JS  # a user's page may have no <main>: after the first paragraph of <main> or <body>
+    CLEAR_INJECTIONS_JS = _CLEAR_INJECTIONS_JS
 
     def __init__(self, **options: Any) -> None:
         if "server" in options:
@@ -737,42 +733,11 @@ class PageWorld(BrowserWorld):
         self.inventory = build_inventory(tree, dict(self._raw or {}), self._page_url())
         return self.observe()
 
-    def step(self, action: Action) -> str:
-        """Resolve ``action`` against the live page, apply it, return the new observation.
-
-        ``send_msg_to_user`` stores its message (see :meth:`record`); ``noop`` does nothing.
-
-        Raises:
-            ActionError: the action does not apply to its element (see :meth:`_resolve`), or
-                the element is hidden, covered, read-only or never became actionable; the page
-                is unchanged.
-            RuntimeError: no page was reset.
-            BrowserWorldError: the page could not be restored after a crash.
-        """
-        t0 = time.perf_counter()
-        self._require_task()
-        target = self._run(lambda: self._resolve(action), f"resolving {action.to_text()[:60]}")
-        if action.name == "send_msg_to_user":
-            self._message = action.args[0]
-        self._run(lambda: self._apply(action, target), action.to_text()[:60],
-                  on_timeout=lambda: self._not_actionable(action, target))
-        if target is not None:
-            self._history.append(("act", action))
-        obs = self.observe()
-        self.latencies_ms.append((time.perf_counter() - t0) * 1000.0)
-        return obs
-
-    def _inject_now(self, text: str) -> None:
-        self._guard(lambda: self._page.evaluate(_INJECT_JS, text), "injecting text")
-
-    def clear_injections(self) -> str:
-        """Remove every injected paragraph from the live page (and from the replay history);
-        return the new observation."""
-        self._require_task()
-        self._run(lambda: self._guard(lambda: self._page.evaluate(_CLEAR_INJECTIONS_JS), "clearing injections"),
-                  "clearing injections")
-        self._history = [(k, v) for k, v in self._history if k != "inject"]
-        return self.observe()
+    def _target(self, action: Action) -> LiveTarget | None:  # type: ignore[override]
+        """:meth:`_resolve` against the live page, guarded (it reads the browser): what
+        :meth:`BrowserWorld.step` acts on. ``step``, ``inject`` and ``clear_injections`` are
+        BrowserWorld's."""
+        return self._run(lambda: self._resolve(action), f"resolving {action.to_text()[:60]}")
 
     def record(self) -> EpisodeRecord:
         """The episode as the page reported it: ``values`` (field bid -> value; a field no longer
