@@ -648,14 +648,19 @@ class BrowserWorld:
                     _describe(Target("radio", field=f, option=option), bid))
         return f"[bid={_css_string(action.bid)}]", _describe(target, action.bid)
 
+    def _clicks(self, action: Action, target: Target) -> bool:
+        """The action clicks its element (so the state check tests the hit target): click,
+        check, uncheck, and choosing a radio option."""
+        return action.name in ("click", "check", "uncheck") or (
+            action.name == "select_option" and target.field is not None and target.field.kind == "radio")
+
     def _element_problem(self, action: Action, target: Target) -> str | None:
         """Why the action's element cannot be acted on right now (the :class:`ActionError`
         message: gone / hidden / disabled / read-only / covered), or None."""
         selector, desc = self._element(action, target)
-        pointer = action.name in ("click", "check", "uncheck") or (
-            action.name == "select_option" and target.field is not None and target.field.kind == "radio")
         state = self._guard(lambda: self._page.evaluate(
-            _ELEMENT_STATE_JS, [selector, pointer, action.name == "fill"]), "checking the element")
+            _ELEMENT_STATE_JS, [selector, self._clicks(action, target), action.name == "fill"]),
+            "checking the element")
         if not state:
             return None
         cause = state.get("cause")

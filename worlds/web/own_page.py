@@ -67,7 +67,7 @@ from forms_bench.actions import Action
 from forms_bench.page_spec import PageControl, PageField, PageInventory, normalize_label
 from forms_bench.server import serve_in_thread, stop_serving
 from worlds.web.axtree import FRAME_ROLES, AXNode
-from worlds.web.browser import _ELEMENT_STATE_JS, BrowserWorld, _css_string
+from worlds.web.browser import BrowserWorld, _css_string
 from worlds.web.world import ActionError, EpisodeRecord
 
 log = logging.getLogger(__name__)
@@ -661,19 +661,9 @@ class PageWorld(BrowserWorld):
             return (f"[bid={_css_string(target.option_bid)}]", f"[{target.option_bid}] radio {target.option!r}")
         return f"[bid={_css_string(target.bid)}]", target.describe()
 
-    def _element_problem(self, action: Action, target: LiveTarget) -> str | None:  # type: ignore[override]
-        selector, desc = self._element(action, target)
-        pointer = action.name in ("click", "check", "uncheck") or target.option_bid is not None
-        state = self._guard(lambda: self._page.evaluate(
-            _ELEMENT_STATE_JS, [selector, pointer, action.name == "fill"]), "checking the element")
-        if not state:
-            return None
-        cause = state.get("cause")
-        if cause == "gone":
-            return f"{action.name}: {desc} is gone (no longer on the page)"
-        if cause == "covered":
-            return f"{action.name}: {desc} is covered by another element ({state.get('by')})"
-        return f"{action.name}: {desc} is {cause}"
+    def _clicks(self, action: Action, target: LiveTarget) -> bool:  # type: ignore[override]
+        """Click, check, uncheck, or choosing a radio option (a live target names its option)."""
+        return action.name in ("click", "check", "uncheck") or target.option_bid is not None
 
     def _apply(self, action: Action, target: LiveTarget | None) -> None:  # type: ignore[override]
         if target is None:  # noop / send_msg_to_user
