@@ -14,7 +14,7 @@ import typer
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="advsim: co-evolve curriculum, adversary and executor LoRA adapters; benchmark and evaluate.")
-bench_app = typer.Typer(no_args_is_help=True, help="Benchmarks: forms, ledger, judge, consistency, throughput.")
+bench_app = typer.Typer(no_args_is_help=True, help="Benchmarks: forms, levels, ledger, judge, consistency, throughput.")
 app.add_typer(bench_app, name="bench")
 
 from advsim.page_cli import page_app  # noqa: E402 - `advsim page show|check` (docs/own-pages.md)
@@ -35,6 +35,23 @@ def _write_json(path: Optional[Path], payload: dict) -> None:
 
     atomic_write_text(path, json.dumps(payload, indent=2, sort_keys=True))
     typer.echo(f"wrote {path}")
+
+
+@bench_app.command("levels")
+def bench_levels(
+    world: str = typer.Option("both", help="web | ledger | both"),
+    n: int = typer.Option(30, help="generated tasks (cases) per level"),
+    json_out: Optional[Path] = typer.Option(None, "--json", help="also write the numbers as JSON"),
+) -> None:
+    """What each difficulty level costs: page tokens, oracle actions and targets (web); reads,
+    actions and reference steps (ledger)."""
+    from advsim.bench import levels
+
+    try:
+        _write_json(json_out, levels.run(world=world, n=n))
+    except ValueError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2)
 
 
 @bench_app.command("forms")

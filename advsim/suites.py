@@ -238,10 +238,11 @@ class EvidenceLedgerSuite:
         return EvidenceLedgerEnv(cases=self.cases_path, **kw)
 
     def reset_options(self, task, injection=None) -> dict:
-        """``{"task_id": case.id, "injection": α}``: α
+        """``{"task": case, "injection": α}`` (the case may come from outside the suite: a
+        curriculum's, :func:`worlds.ledger.difficulty.instantiate`): α
         (:class:`~worlds.ledger.injection.ToolInjection`) is written into a record's free-text
         field after d actions and shows in later tool results."""
-        return {"task_id": task.id, "injection": injection}
+        return {"task": task, "injection": injection}
 
     def executor_prompt(self, io) -> Callable[[dict, Sequence[str]], list[int]]:
         """``io.ledger_executor_prompt(context, tool result, previous calls, last error)``.

@@ -110,7 +110,9 @@ class EvidenceLedgerEnv(gym.Env):
         render_mode: None or ``"ansi"``.
 
     ``reset(seed=…, options={"case_id": "V1-cust-001"})`` (or ``"task_id"``, the key both
-    worlds share) plays that case; without a case id
+    worlds share) plays that case; ``options={"task": case}`` plays a :class:`Case` made
+    elsewhere (a curriculum's, :func:`worlds.ledger.difficulty.instantiate`) with this suite's
+    tool declarations; without a case id
     the case is drawn from the pool with the environment's seeded ``np_random``.
     """
 
@@ -166,7 +168,14 @@ class EvidenceLedgerEnv(gym.Env):
                 and options["case_id"] != options["task_id"]:
             raise ValueError(f"options name two cases: case_id {options['case_id']!r}, task_id {options['task_id']!r}")
         case_id = options.get("case_id", options.get("task_id"))
-        if case_id is not None:
+        if options.get("task") is not None:  # a case made outside the pool (worlds.ledger.difficulty)
+            if not isinstance(options["task"], Case):
+                raise TypeError(f"options['task'] must be a worlds.ledger.schema.Case, got {type(options['task']).__name__}")
+            unknown = [t for t in options["task"].tools if t not in self.suite.tools]
+            if unknown:
+                raise ValueError(f"case {options['task'].id} uses tools this env's suite does not declare: {unknown}")
+            self.case = options["task"]
+        elif case_id is not None:
             if case_id not in self._by_id:
                 raise KeyError(f"unknown case id {case_id!r}")
             self.case = self._by_id[case_id]

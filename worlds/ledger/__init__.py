@@ -10,6 +10,9 @@ earlier actions actually returned. Modules:
 - :mod:`~worlds.ledger.ledger` — the evidence ledger;
 - :mod:`~worlds.ledger.evaluator` — deterministic ECS and SafeActBench metrics;
 - :mod:`~worlds.ledger.catalog` / :mod:`~worlds.ledger.generate` — domains, templates, generator;
+- :mod:`~worlds.ledger.difficulty` — difficulty knobs and levels 0…5, curriculum proposals
+  (:class:`~worlds.ledger.difficulty.LedgerProposal`) and the cases they make;
+- :mod:`~worlds.ledger.injection` — an adversary's injection into a record (tool results);
 - :mod:`~worlds.ledger.suite` — the frozen 656-case suite, reference plans, self-check, agents;
 - :mod:`~worlds.ledger.own` — a user's own case file (no checksum), its self-check, judging a
   given trajectory (``docs/own-ledger-cases.md``).

@@ -197,13 +197,22 @@ def _tool_list(b: _CaseBuilder, protos: list[ActT], all_tools: dict) -> list[str
 
 
 def build_case(domain: Domain, tpl: Template, protocol: str, case_id: str, rng: random.Random,
-               all_tools: dict, verdict: str | None = None) -> dict:
-    """One case dict (frozen-file format) from a template. Pure function of its arguments."""
+               all_tools: dict, verdict: str | None = None, extra_groups: int | None = None,
+               historic: bool = True) -> dict:
+    """One case dict (frozen-file format) from a template. Pure function of its arguments.
+
+    ``extra_groups`` (difficulty knob): requirement groups beyond the core, capped by the
+    template's (None: drawn per protocol, as the frozen suite); ``historic`` (difficulty knob):
+    add historic records of the output kinds (the borrowed-id trap; the frozen suite always does).
+    """
     from .suite import count_reads  # local: suite imports this module's constants
 
     b = _CaseBuilder(domain, tpl, rng)
     A = tpl.A
-    n_extra = min(len(A.extra), rng.choice(EXTRA_GROUPS.get(protocol, (len(A.extra),))))
+    if extra_groups is None:
+        n_extra = min(len(A.extra), rng.choice(EXTRA_GROUPS.get(protocol, (len(A.extra),))))
+    else:
+        n_extra = min(len(A.extra), extra_groups)
     extras = rng.sample(list(A.extra), n_extra) if protocol != "Legacy" else list(A.extra)
     a_refs = list(A.core) + [r for g in extras for r in g]
     flips = [f for f in A.flips if f[0] in a_refs]
@@ -264,7 +273,7 @@ def build_case(domain: Domain, tpl: Template, protocol: str, case_id: str, rng: 
         actions.append({"id": aid[name], "tool": proto.tool, "target": b.ids[proto.target], "args": args,
                         "requires": [b.req(r) for r in refs], "depends_on": [aid[d] for d in deps[name]]})
     # historic records of the output kinds (real ids of other operations: the borrowed-id trap)
-    for name, proto in protos:
+    for name, proto in (protos if historic else []):
         decl = next(t for t in domain.tools if t.name == proto.tool)
         if decl.output:
             okind = b.kinds[decl.output[0]]
@@ -287,11 +296,14 @@ def build_case(domain: Domain, tpl: Template, protocol: str, case_id: str, rng: 
     return case
 
 
-def generate_suite(seed: int = SEED) -> dict:
-    """The whole suite as a dict (frozen-file format). Deterministic in ``seed``."""
+def declarations() -> tuple[dict, dict]:
+    """(tools, entity_types) of every domain of the catalog, as the frozen file holds them.
+
+    Raises:
+        ValueError: two domains declare the same tool or entity type differently.
+    """
     tools: dict[str, dict] = dict(BASE_TOOLS)
     etypes: dict[str, dict] = {}
-    catalog = {d.name: d for d in DOMAINS_CATALOG}
     for d in DOMAINS_CATALOG:
         t, e = tool_declarations(d)
         for table, src in ((tools, t), (etypes, e)):
@@ -299,6 +311,13 @@ def generate_suite(seed: int = SEED) -> dict:
                 if k in table and table[k] != v:
                     raise ValueError(f"domain {d.name}: declaration of '{k}' conflicts with another domain")
                 table[k] = v
+    return tools, etypes
+
+
+def generate_suite(seed: int = SEED) -> dict:
+    """The whole suite as a dict (frozen-file format). Deterministic in ``seed``."""
+    tools, etypes = declarations()
+    catalog = {d.name: d for d in DOMAINS_CATALOG}
     cases = []
     for protocol in PROTOCOLS:
         n = PROTOCOL_COUNTS[protocol]

@@ -1,0 +1,89 @@
+"""Difficulty levels and curriculum proposals of the evidence-ledger world (worlds.ledger.difficulty)."""
+
+import pytest
+
+from advsim.suites import EvidenceLedgerSuite, check_suite
+from worlds.ledger.difficulty import LEVELS, LedgerProposal, instantiate, level_knobs, level_stats, make_case
+from worlds.ledger.schema import DOMAINS
+
+
+def _historic(case) -> int:
+    return sum(1 for table in case.database.values() for rec in table.values()
+               if "Earlier operation." in rec.values())
+
+
+def test_the_knobs_change_what_they_say():
+    for seed in range(12):
+        dom = DOMAINS[seed % len(DOMAINS)]
+        l0, l1, l2, l3, l4 = (make_case(dom, lv, seed) for lv in range(5))
+        assert [c.protocol for c in (l0, l1, l2, l3, l4)] == ["V1", "V1", "V1", "V2", "V2"]
+        assert [len(c.spec.actions) for c in (l0, l3)] == [1, 2] and tuple(l3.spec.actions[1].depends_on) == ("a1",)
+        # extra requirement groups: level 0 reads the core only, each level adds a group (capped by the template)
+        req = [len(c.spec.actions[0].requires) for c in (l0, l1, l2)]
+        assert req[0] < req[1] <= req[2]
+        # the borrowed-id trap (historic records of the output kind) only where the level says so
+        assert _historic(l3) == 0 and _historic(l4) == 2
+        assert l0.twin and l0.twin != l0.primary  # every level keeps the look-alike record
+
+
+def test_levels_cost_more_reads_and_actions_as_they_rise():
+    stats = [level_stats(lv, n=24) for lv in range(6)]
+    reads = [s["reads_mean"] for s in stats]
+    assert reads == sorted(reads) and reads[0] < reads[-1]
+    assert [s["actions_mean"] for s in stats] == [1.0, 1.0, 1.0, 2.0, 2.0, 4.0]
+    assert stats[5]["protocols"] == {"V3": 24}
+
+
+def test_every_generated_case_passes_the_suite_self_check():
+    cases = [make_case(DOMAINS[i % len(DOMAINS)], lv, 100 + i) for lv in LEVELS for i in range(6)]
+    report = check_suite(EvidenceLedgerSuite(), tasks=cases)
+    assert report.ok, report.failures[:3]
+    assert report.runs["ground_truth"] == [36, 36] and report.runs["control:premature"][1] > 0
+
+
+def test_proposals_instantiate_deterministically_and_their_overrides_count():
+    p = {"domain": "smart_home", "level": 1, "seed": 4711}
+    a, b = instantiate(p), instantiate(LedgerProposal(**p))
+    assert a == b and a.id == "gen-L1-home-4711" and a.protocol == "V1"
+    v0 = instantiate({**p, "protocol": "V0"})
+    assert v0.protocol == "V0" and v0.id == "gen-L1-home-4711-V0-x1-h0"
+    assert LedgerProposal(**p).knobs() == level_knobs(1)
+    with pytest.raises(ValueError, match="level"):
+        instantiate({**p, "level": 9})
+    with pytest.raises(ValueError, match="domain"):
+        instantiate({**p, "domain": "space_ops"})
+    with pytest.raises(ValueError, match="extra_groups"):
+        instantiate({**p, "extra_groups": 7})
+
+
+def test_a_generated_case_plays_in_the_frozen_suites_env():
+    import gymnasium as gym
+
+    import advsim  # noqa: F401 (registers the envs)
+
+    case = make_case("customer_ops", 0, 3)
+    env = gym.make("advsim/EvidenceLedger-v0")
+    obs, info = env.reset(options={"task": case})
+    assert info["task_id"] == case.id == "gen-L0-cust-3" and obs["context"].startswith("[customer_ops]")
+    with pytest.raises(TypeError, match="must be a worlds.ledger.schema.Case"):
+        env.reset(options={"task": "gen-L0-cust-3"})
+
+
+def test_bench_levels_measures_both_worlds(tmp_path):
+    import json
+
+    from typer.testing import CliRunner
+
+    from advsim.cli import app
+
+    out = tmp_path / "levels.json"
+    res = CliRunner().invoke(app, ["bench", "levels", "--n", "5", "--json", str(out)])
+    assert res.exit_code == 0, res.output
+    data = json.loads(out.read_text())
+    web, ledger = data["web"], data["ledger"]
+    assert [r["level"] for r in web] == list(range(6)) and [r["n"] for r in web] == [5] * 6
+    # level 0: one value stated in the goal -> fill, press the final control, report
+    assert web[0]["actions"] == 3.0 and web[0]["targets"] == 1.0 and web[0]["page_chars"] < web[5]["page_chars"]
+    assert [r["actions_mean"] for r in ledger] == [1.0, 1.0, 1.0, 2.0, 2.0, 4.0]
+    res = CliRunner().invoke(app, ["bench", "levels", "--world", "moon"])
+    assert res.exit_code == 2 and "world must be web, ledger or both" in res.output
