@@ -97,6 +97,39 @@ def _wrong_fill(task: Task, action) -> str | None:
     return type(action)("fill", (action.args[0], wrong)).to_text()
 
 
+def suite_demonstrations(suite, io: RoleIO, tokenizer, tasks: Sequence, max_steps: int = 40
+                         ) -> list[tuple[list[int], list[int]]]:
+    """(prompt_ids, target_ids) per ground-truth step of ``tasks``, in any world: each task's
+    ground truth (``suite.ground_truth``) is played in the suite's own environment, and every
+    step becomes one example — the executor's prompt for the observation and the actions so far
+    (``suite.executor_prompt(io)``, the same prompt rollouts build) and the oracle's action.
+    The history holds the env's canonical action texts, as in rollouts.
+
+    Raises:
+        RuntimeError: a ground truth that does not end its episode within ``max_steps``.
+    """
+    prompt = suite.executor_prompt(io)
+    env = suite.make_env(max_steps=max_steps)
+    out: list[tuple[list[int], list[int]]] = []
+    try:
+        for task in tasks:
+            oracle = suite.ground_truth(task)
+            obs, info = env.reset(options=suite.reset_options(task))
+            history: list[str] = []
+            for _ in range(max_steps):
+                action = oracle.act(obs, info)
+                out.append((prompt(obs, history), encode_target(tokenizer, action)))
+                obs, _, term, trunc, info = env.step(action)
+                history.append(info["action"] if info.get("action") is not None else action)
+                if term or trunc:
+                    break
+            else:
+                raise RuntimeError(f"{suite.task_id(task)}: the ground truth did not end within {max_steps} steps")
+    finally:
+        env.close()
+    return out
+
+
 def executor_examples(io: RoleIO, tokenizer, n_tasks: int, seed: int, recovery: float = 0.3,
                       attacked: float = 0.25, levels: dict[int, float] | None = None
                       ) -> list[tuple[list[int], list[int]]]:

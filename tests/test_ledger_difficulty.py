@@ -87,3 +87,29 @@ def test_bench_levels_measures_both_worlds(tmp_path):
     assert [r["actions_mean"] for r in ledger] == [1.0, 1.0, 1.0, 2.0, 2.0, 4.0]
     res = CliRunner().invoke(app, ["bench", "levels", "--world", "moon"])
     assert res.exit_code == 2 and "world must be web, ledger or both" in res.output
+
+
+def test_ground_truth_demonstrations_in_the_ledger_world():
+    """The warm start's demonstrations from any suite: one example per reference step, the prompt
+    the rollouts build (context, calls so far, last result), the oracle's call as the target."""
+    from advsim.warmstart import suite_demonstrations
+    from policies.backbone import tiny_tokenizer
+    from policies.roles import ledger_executor_user, role_io
+    from worlds.ledger.suite import reference_plan
+
+    tok = tiny_tokenizer()
+    suite = EvidenceLedgerSuite()
+    cases = [make_case(DOMAINS[i], 0, 200 + i) for i in range(3)]
+    seen = []
+    io = role_io(tok)
+    spy = type(io)(**{**io.__dict__, "ledger_executor_prompt":
+                      lambda c, r, h, e: seen.append((c, r, list(h), e)) or [7]})
+    examples = suite_demonstrations(suite, spy, tok, cases)
+    steps = [len(reference_plan(c, suite.suite.tools)) for c in cases]
+    assert len(examples) == sum(steps) == len(seen)
+    assert seen[0][2] == [] and seen[0][1] == "" and seen[0][0].startswith("[customer_ops]")
+    assert seen[1][2] and seen[1][1].startswith("{")  # the second prompt shows the first call and its result
+    first = suite.ground_truth(cases[0]).act({}, {})
+    assert tok.decode(examples[0][1][:-1]) .replace(" ", "") == first.replace(" ", "")
+    assert examples[0][1][-1] == tok.eos_token_id and examples[0][0] == [7]
+    assert ledger_executor_user(*seen[1]).endswith("Next call:")

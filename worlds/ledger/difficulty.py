@@ -117,7 +117,6 @@ def make_case(domain: str, level: int, seed: int, knobs: LedgerDifficulty | None
     Raises:
         ValueError: an unknown domain or level.
     """
-    from .catalog import Domain  # noqa: F401 (type of the catalog entries)
     from .domains import DOMAINS_CATALOG
     from .generate import SHORT, build_case
 
