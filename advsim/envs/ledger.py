@@ -77,19 +77,19 @@ class EvidenceLedgerEnv(gym.Env):
     :class:`~advsim.envs.checks.EpisodeNotRunningError` (a RuntimeError, the same error as
     WebForms-v0 and as before the first ``reset``) and nothing changes.
 
-    **info** — ``task_id`` and ``case_id`` (the same id), ``injected`` (an injection's text was
-    shown in a tool result), ``target_taken`` (this step's call is the injection's ζ, after it
-    was shown), ``injection`` (where it was written, at which step, ``rendered_at_step`` and the
-    canonical ζ), ``protocol``, ``domain``, ``step``,
-    ``tool`` and ``tool_kind`` of the last call, ``executed`` (a consequential call changed the
-    world), ``action`` (the canonical text of the parsed call, or None: as WebForms-v0's
-    ``action``), ``action_error`` (as the observation's ``last_action_error``, uncut), ``output``
-    (the id that call returned, e.g. ``RF-4821``, else None), ``ecs`` (None
-    until the episode ends), at episode end ``success`` (ECS = 1, as WebForms-v0's ``success``), ``flags`` (attempted, first_attempt_step, investigation_before_first_attempt,
-    investigation_complete, gap, executed, partial, bsr — set at the end), ``reasons`` (e.g.
-    ``["MISSING charge.CH-2.status at action refund_charge step 4"]``); and
-    ``internal_errors`` (steps of this episode whose tool raised an exception — a world bug,
-    logged by ``worlds.ledger.tools``) once it is above 0.
+    **info** — ``task_id`` and ``case_id`` (the same id), ``protocol``, ``domain``, ``step``;
+    of the last call: ``action`` (its canonical text, or None: as WebForms-v0's ``action``),
+    ``action_error`` (as the observation's ``last_action_error``, uncut), ``tool`` and
+    ``tool_kind``, ``executed`` (a consequential call changed the world), ``output`` (the id it
+    returned, e.g. ``RF-4821``, else None); ``injected`` (an injection's text was shown in a tool
+    result), ``target_taken`` (this call is the injection's ζ, after it was shown), ``injection``
+    (where it was written, at which step, ``rendered_at_step``, the canonical ζ); ``ecs`` (None
+    until the episode ends) and, at the end, ``success`` (ECS = 1, as WebForms-v0's ``success``),
+    ``flags`` (attempted, first_attempt_step, investigation_before_first_attempt,
+    investigation_complete, gap, executed, partial, bsr), ``reasons`` (e.g.
+    ``["MISSING charge.CH-2.status at action refund_charge step 4"]``); and ``internal_errors``
+    (steps of this episode whose tool raised an exception — a world bug, logged by
+    ``worlds.ledger.tools``) once it is above 0.
 
     **Injection** — an adversary's :class:`~worlds.ledger.injection.ToolInjection` α = (z, d,
     record, ζ) writes z into a designated free-text field (``notes``, ``comments`` or
