@@ -7,7 +7,12 @@ user tasks to a ground truth and a utility check. :class:`TaskSuite` declares, f
 - ``tasks()``: the suite's frozen tasks (web: the 150 test tasks; ledger: the 656 cases) and
   ``task_id(task)``;
 - ``make_env(max_steps)``: the world's environment (``advsim/WebForms-v0`` or
-  ``advsim/EvidenceLedger-v0``); ``reset_options(task)`` plays ``task`` in it;
+  ``advsim/EvidenceLedger-v0``); ``reset_options(task, injection)`` plays ``task`` in it, with
+  an adversary's injection on the world's injection surface (the page; a record shown by tool
+  results);
+- ``executor_prompt(io)``: the executor's prompt for an observation and the actions so far, and
+  ``observation_text(obs)``: the part of an observation an LM judge reads — what rollouts
+  (:func:`advsim.rollout.run_episodes`) and the warm start need to run in the world;
 - ``ground_truth(task)``: an :class:`Oracle` that solves the task (web: the oracle solver's
   BrowserGym actions; ledger: the reference plan, whose later calls use the ids earlier calls
   returned, so it reads the env's ``info["output"]``);
