@@ -166,7 +166,8 @@ class Action:
 
 @dataclass(frozen=True)
 class Call:
-    """A parsed call: name plus keyword arguments (positional ones mapped to parameter names)."""
+    """A parsed call: name plus keyword arguments (positional ones mapped to parameter names),
+    in parameter order whatever order the text gave them in."""
 
     name: str
     kwargs: Mapping[str, Any]
@@ -432,7 +433,8 @@ def parse_call(text: str, specs: Mapping[str, CallSpec]) -> Call:
         problems.append(f"{spec.name}: missing argument(s) {', '.join(missing)}")
     if problems:
         raise ActionParseError(problems[0], name=spec.name, kwargs=kwargs)
-    return Call(spec.name, kwargs, call_text)
+    ordered = {p: kwargs[p] for p in spec.params if p in kwargs}  # parameter order, however written
+    return Call(spec.name, ordered, call_text)
 
 
 def parse_action(text: str) -> Action:
