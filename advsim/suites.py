@@ -215,16 +215,19 @@ class EvidenceLedgerSuite:
 
     Args:
         cases: a user's case file (``docs/own-ledger-cases.md``) instead of the frozen suite.
+        tool_listing: ``"full"`` or ``"compact"`` tool list in the observation's context
+            (:class:`~advsim.envs.ledger.EvidenceLedgerEnv`).
     """
 
     name = "evidence-ledger"
     env_id = "advsim/EvidenceLedger-v0"
 
-    def __init__(self, cases=None):
+    def __init__(self, cases=None, tool_listing: str = "full"):
         from worlds.ledger.own import load_cases
         from worlds.ledger.suite import load_suite
 
         self.cases_path = cases
+        self.tool_listing = tool_listing
         self.suite = load_cases(cases) if cases is not None else load_suite()
 
     def tasks(self) -> list:
@@ -240,7 +243,7 @@ class EvidenceLedgerSuite:
         from advsim.envs.ledger import EvidenceLedgerEnv
 
         kw = {} if max_steps is None else {"max_steps": max_steps}
-        return EvidenceLedgerEnv(cases=self.cases_path, **kw)
+        return EvidenceLedgerEnv(cases=self.cases_path, tool_listing=self.tool_listing, **kw)
 
     def reset_options(self, task, injection=None) -> dict:
         """``{"task": case, "injection": α}`` (the case may come from outside the suite: a
@@ -250,14 +253,15 @@ class EvidenceLedgerSuite:
         return {"task": task, "injection": injection}
 
     def executor_prompt(self, io) -> Callable[[dict, Sequence[str]], list[int]]:
-        """``io.ledger_executor_prompt(context, tool result, previous calls, last error)``.
+        """``io.ledger_executor_prompt(context, transcript, last error)``: the transcript holds
+        every call so far with its result (the previous actions are in it).
 
         Raises:
             ValueError: ``io`` has no ledger prompt (a web-only RoleIO).
         """
         if getattr(io, "ledger_executor_prompt", None) is None:
             raise ValueError("this RoleIO has no ledger_executor_prompt (policies.roles.role_io builds one)")
-        return lambda obs, history: io.ledger_executor_prompt(obs["context"], obs["tool_result"], history,
+        return lambda obs, history: io.ledger_executor_prompt(obs["context"], obs["transcript"],
                                                               obs["last_action_error"])
 
     def observation_text(self, obs: dict) -> str:

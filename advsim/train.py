@@ -36,10 +36,13 @@ def phases(cfg: TrainConfig) -> list[str]:
 
 
 def role_io(tokenizer) -> RoleIO:
-    """The roles' prompts and parsers from :mod:`policies.roles`, bound to a tokenizer."""
+    """The roles' prompts and parsers from :mod:`policies.roles` and :mod:`policies.ledger_roles`,
+    bound to a tokenizer (the ledger curriculum's prompt names the world's domains and levels)."""
     from policies.roles import role_io as make
+    from worlds.ledger.difficulty import TOP_LEVEL
+    from worlds.ledger.schema import DOMAINS
 
-    return make(tokenizer)
+    return make(tokenizer, ledger_domains=DOMAINS, ledger_top_level=TOP_LEVEL)
 
 
 def build_learner(cfg: TrainConfig, run: RunDir):

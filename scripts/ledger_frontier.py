@@ -34,6 +34,9 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--eval-levels", default="0,1,3")
     ap.add_argument("--epochs", type=int, default=2)
     ap.add_argument("--max-steps", type=int, default=12)
+    ap.add_argument("--tool-listing", choices=("full", "compact"), default="compact")
+    ap.add_argument("--domains", default=None, help="comma-separated domains (default: all six)")
+    ap.add_argument("--lr", type=float, default=None, help="warm-start learning rate (default: the config's)")
     ap.add_argument("--json", type=Path, default=None)
     args = ap.parse_args(argv)
 
@@ -45,25 +48,25 @@ def main(argv: list[str] | None = None) -> dict:
     from advsim.train import build_learner, role_io
     from advsim.warmstart import suite_demonstrations
     from forms_bench.atomic import atomic_write_json
-    from worlds.ledger.difficulty import make_case
-    from worlds.ledger.schema import DOMAINS
+    from worlds.ledger.difficulty import sample_cases
 
     cfg = load_config(args.config)
     t0 = time.perf_counter()
     learner = build_learner(cfg, RunDir(args.run_dir))
     io = role_io(learner.tokenizer)
-    suite = EvidenceLedgerSuite()
+    suite = EvidenceLedgerSuite(tool_listing=args.tool_listing)
+    doms = args.domains.split(",") if args.domains else None
     train_levels = [int(x) for x in args.train_levels.split(",")]
     eval_levels = [int(x) for x in args.eval_levels.split(",")]
-    train = [make_case(DOMAINS[i % len(DOMAINS)], lv, 10_000 + i) for lv in train_levels for i in range(args.train_cases)]
+    train = [c for lv in train_levels for c in sample_cases(lv, args.train_cases, 10_000, doms)]
     examples = suite_demonstrations(suite, io, learner.tokenizer, train)
     w = cfg.warmstart
-    stats = learner.sft("executor", examples, args.epochs, w.learning_rate, seed=w.seed, micro_batch=w.micro_batch)
+    stats = learner.sft("executor", examples, args.epochs, args.lr or w.learning_rate, seed=w.seed,
+                        micro_batch=w.micro_batch)
     t1 = time.perf_counter()
     print(f"warm start: {len(examples)} demonstrations from {len(train)} cases, loss per epoch "
           f"{' '.join(f'{x:.3f}' for x in stats['loss_epochs'])} ({t1 - t0:.0f} s with engine start)", flush=True)
-    pool = {lv: [make_case(DOMAINS[i % len(DOMAINS)], lv, 90_000 + i) for i in range(args.eval_cases)]
-            for lv in eval_levels}
+    pool = {lv: sample_cases(lv, args.eval_cases, 90_000, doms) for lv in eval_levels}
     r = cfg.rollout
     out = {"train_levels": train_levels, "train_cases": len(train), "demonstrations": len(examples),
            "loss_epochs": stats["loss_epochs"], "levels": []}
@@ -75,8 +78,11 @@ def main(argv: list[str] | None = None) -> dict:
         turns = [t for e in eps for t in e.turns]
         parse = sum(t.action is not None for t in turns) / max(1, len(turns))
         reasons = collections.Counter(x.split(" ")[0] for e in eps for x in e.reasons).most_common(4)
+        per_domain = collections.Counter(c.domain for c, e in zip(cases, eps) if e.success)
         row = {"level": lv, "ecs": ecs, "parse_rate": parse, "turns_mean": len(turns) / len(eps),
-               "top_reasons": reasons, "example_actions": eps[0].actions[:6]}
+               "top_reasons": reasons, "success_by_domain": dict(per_domain),
+               "examples": [{"case": c.id, "success": e.success, "reasons": e.reasons[:3],
+                             "turns": [t.text[:160] for t in e.turns[:8]]} for c, e in list(zip(cases, eps))[:6]]}
         out["levels"].append(row)
         print(f"level {lv}: ECS {ecs['rate']:.1%} (n={ecs['n']}, {ecs['ci_low']:.1%}-{ecs['ci_high']:.1%}), "
               f"parse {parse:.0%}, {row['turns_mean']:.1f} turns, reasons {reasons}", flush=True)

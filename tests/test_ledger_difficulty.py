@@ -91,10 +91,11 @@ def test_bench_levels_measures_both_worlds(tmp_path):
 
 def test_ground_truth_demonstrations_in_the_ledger_world():
     """The warm start's demonstrations from any suite: one example per reference step, the prompt
-    the rollouts build (context, calls so far, last result), the oracle's call as the target."""
+    the rollouts build (context, the transcript of calls and results), the oracle's call as the target."""
     from advsim.warmstart import suite_demonstrations
     from policies.backbone import tiny_tokenizer
-    from policies.roles import ledger_executor_user, role_io
+    from policies.ledger_roles import ledger_executor_user
+    from policies.roles import role_io
     from worlds.ledger.suite import reference_plan
 
     tok = tiny_tokenizer()
@@ -103,13 +104,28 @@ def test_ground_truth_demonstrations_in_the_ledger_world():
     seen = []
     io = role_io(tok)
     spy = type(io)(**{**io.__dict__, "ledger_executor_prompt":
-                      lambda c, r, h, e: seen.append((c, r, list(h), e)) or [7]})
+                      lambda c, t, e: seen.append((c, t, e)) or [7]})
     examples = suite_demonstrations(suite, spy, tok, cases)
     steps = [len(reference_plan(c, suite.suite.tools)) for c in cases]
     assert len(examples) == sum(steps) == len(seen)
-    assert seen[0][2] == [] and seen[0][1] == "" and seen[0][0].startswith("[customer_ops]")
-    assert seen[1][2] and seen[1][1].startswith("{")  # the second prompt shows the first call and its result
+    assert seen[0][1] == "" and seen[0][0].startswith("[customer_ops]")
+    # the second prompt shows the first call and its result; the third both earlier calls
+    assert seen[1][1].startswith("1. get_") and "\n{" in seen[1][1] and "2. get_" in seen[2][1]
     first = suite.ground_truth(cases[0]).act({}, {})
     assert tok.decode(examples[0][1][:-1]) .replace(" ", "") == first.replace(" ", "")
     assert examples[0][1][-1] == tok.eos_token_id and examples[0][0] == [7]
     assert ledger_executor_user(*seen[1]).endswith("Next call:")
+
+
+def test_sample_cases_cover_templates_independently_of_domains():
+    """Consecutive seeds with domains in turn pick one template per domain (seed mod 3 is
+    constant along a domain); sample_cases draws seeds, so 60 cases cover all 18 templates."""
+    from worlds.ledger.difficulty import sample_cases
+
+    aliased = {make_case(DOMAINS[i % 6], 0, 10_000 + i).spec.actions[0].tool for i in range(60)}
+    assert len(aliased) == 6
+    cases = sample_cases(0, 60, 10_000)
+    assert len({c.spec.actions[0].tool for c in cases}) == 18
+    assert [c.id for c in cases] == [c.id for c in sample_cases(0, 60, 10_000)]  # deterministic
+    two = sample_cases(0, 4, 1, ["customer_ops", "smart_home"])
+    assert [c.domain for c in two] == ["customer_ops", "smart_home"] * 2

@@ -44,7 +44,7 @@ def test_reset_picks_case_and_observation_layout():
     assert obs["context"].startswith("[engineering_ops] Change CHG-")
     assert "deploy_build(build_id: string, environment: string)  [consequential]" in obs["context"]
     assert "get_build(build_id: string)  [information]" in obs["context"]
-    assert obs["tool_result"] == "" and obs["last_action_error"] == ""
+    assert obs["tool_result"] == "" and obs["last_action_error"] == "" and obs["transcript"] == ""
     assert env.observation_space.contains(obs)
     schemas = {s["function"]["name"]: s for s in env.unwrapped.tool_schemas()}
     assert schemas["deploy_build"]["function"]["x-kind"] == "consequential"
@@ -163,7 +163,7 @@ def test_fuzzed_actions_never_raise_out_of_step():
                           nested="get_charge(", non_strings=True):
         obs, r, term, trunc, info = env.step(s)
         n += 1
-        assert isinstance(r, float) and set(obs) == {"context", "tool_result", "last_action_error"}
+        assert isinstance(r, float) and set(obs) == {"context", "tool_result", "transcript", "last_action_error"}
         assert all(c in CHARSET for c in obs["last_action_error"])
         if n % 500 == 0:
             assert env.observation_space.contains(obs)
@@ -181,3 +181,21 @@ def test_every_case_resets_into_the_observation_space():
         assert info["case_id"] == case.id
         lengths.append(len(obs["context"]))
     assert max(lengths) < 32000 and min(lengths) > 500
+
+
+def test_transcript_keeps_every_call_with_its_result_and_compact_listing():
+    """Later calls need what earlier ones returned: the transcript shows every call (canonical
+    text, or the text as typed when it did not parse) with its result or error line."""
+    env = gym.make("advsim/EvidenceLedger-v0", tool_listing="compact")
+    obs, _ = env.reset(options={"case_id": "V1-eng-002"})
+    assert "\nget_build(build_id) [information]: " in obs["context"]
+    assert "deploy_build(build_id, environment) [consequential]: " in obs["context"]
+    build = obs["context"].split("build ")[1].split(" ")[0].strip(".,")
+    obs, *_ = env.step(f"get_build(build_id = '{build}')")
+    obs, *_ = env.step("get_build(")
+    lines = obs["transcript"].split("\n")
+    assert lines[0] == f"1. get_build(build_id='{build}')" and lines[1].startswith('{"build": {') and f'"build_id": "{build}"' in lines[1]
+    assert lines[2] == "2. get_build(" and lines[3].startswith("error: ") and len(lines) == 4
+    assert env.observation_space.contains(obs)
+    with pytest.raises(ValueError, match="tool_listing"):
+        gym.make("advsim/EvidenceLedger-v0", tool_listing="short")

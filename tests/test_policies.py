@@ -436,3 +436,16 @@ def test_lora_rows_is_batch_invariant_and_matches_einsum():
     for t in (0, 1, 3, 17, 39):
         alone = lora_rows(x[t:t + 1], w, idx[t:t + 1], torch.float32)
         assert torch.equal(alone[0], out[t])
+
+
+def test_injection_line_is_shared_by_both_worlds_adversaries():
+    from policies.ledger_roles import parse_ledger_adversary
+    from policies.roles import RoleParseError, parse_injection_line
+
+    assert parse_injection_line("2 | final_answer('stop') | SYSTEM: locked\nmore") == (2, "final_answer('stop')",
+                                                                                   "SYSTEM: locked")
+    assert parse_ledger_adversary("0 | none | read the notes") == (0, None, "read the notes")
+    for bad, msg in (("", "empty output"), ("1 | none", "expected '<step>"), ("x | none | t", "step: expected"),
+                     ("12 | none | t", "got 12"), ("99999999999 | none | t", "step: expected"), ("3 | none |  ", "text: empty")):
+        with pytest.raises(RoleParseError, match=msg):
+            parse_injection_line(bad)

@@ -141,17 +141,21 @@ def test_rollouts_run_in_the_ledger_world_through_its_suite():
     assert "episode finished" in first.final_page  # the last tool result: final_answer's
 
 
-def test_ledger_executor_prompt_shows_context_result_history_and_error():
+def test_ledger_executor_prompt_shows_context_transcript_and_error():
     from policies.backbone import tiny_tokenizer
-    from policies.roles import ledger_executor_user, role_io
+    from policies.ledger_roles import ledger_executor_user
+    from policies.roles import role_io
 
-    text = ledger_executor_user("[billing] Refund CH-2.\n\nTools:\nget_charge(charge_id)", '{"status": "paid"}',
-                                ["get_charge(charge_id='CH-2')"], "unknown tool 'x'")
-    assert text == ("[billing] Refund CH-2.\n\nTools:\nget_charge(charge_id)\n\nPrevious calls:\n"
-                    "1. get_charge(charge_id='CH-2')\n\nLast tool result:\n{\"status\": \"paid\"}\n"
+    transcript = "1. get_charge(charge_id='CH-2')\n{\"status\": \"paid\"}"
+    text = ledger_executor_user("[billing] Refund CH-2.\n\nTools:\nget_charge(charge_id)", transcript,
+                                "unknown tool 'x'")
+    assert text == ("[billing] Refund CH-2.\n\nTools:\nget_charge(charge_id)\n\nCalls so far:\n"
+                    "1. get_charge(charge_id='CH-2')\n{\"status\": \"paid\"}\n"
                     "Error from your last call: unknown tool 'x'\n\nNext call:")
+    assert ledger_executor_user("c", "", "") == "c\n\nCalls so far:\nnone\n\nNext call:"
     io = role_io(tiny_tokenizer())
-    ids = EvidenceLedgerSuite().executor_prompt(io)({"context": "c", "tool_result": "", "last_action_error": ""}, [])
+    ids = EvidenceLedgerSuite().executor_prompt(io)({"context": "c", "tool_result": "", "transcript": "",
+                                                      "last_action_error": ""}, [])
     assert ids and all(isinstance(i, int) for i in ids)
     with pytest.raises(ValueError, match="no ledger_executor_prompt"):
         import dataclasses

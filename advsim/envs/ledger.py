@@ -27,6 +27,7 @@ from worlds.ledger.tools import MAX_RESULT_CHARS, ToolWorld
 CHARSET = string.printable
 """Characters of every observation (printable ASCII plus whitespace); other text is escaped."""
 MAX_CONTEXT_CHARS = 32000
+MAX_TRANSCRIPT_CHARS = 32000
 MAX_ERROR_CHARS = 2000
 MAX_ACTION_CHARS = 2 * MAX_CALL_CHARS
 _ALLOWED = frozenset(CHARSET)
@@ -40,6 +41,12 @@ def to_charset(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - 15] + " ...[truncated]"
 
 
+def _tail(text: str, limit: int) -> str:
+    """The last ``limit`` characters of ``text``, marked when cut at the front."""
+    mark = "...[earlier steps cut]\n"
+    return text if len(text) <= limit else mark + text[len(text) - limit + len(mark):]
+
+
 class EvidenceLedgerEnv(gym.Env):
     """Evidence-ledger tool world (SafeActBench) as a Gymnasium 1.4 environment.
 
@@ -50,14 +57,21 @@ class EvidenceLedgerEnv(gym.Env):
     earlier about the same entity, not made stale by a later change, and dependent actions must
     use the ids earlier actions actually returned.
 
-    **Observation** — ``Dict`` of three :class:`~advsim.envs.spaces.Unicode` spaces restricted
+    **Observation** — ``Dict`` of four :class:`~advsim.envs.spaces.Unicode` spaces restricted
     to :data:`CHARSET` (the same text space as WebForms-v0, so ``AsyncVectorEnv`` works with its
     defaults):
 
-    - ``context`` (≤ 32,000 chars): task context, rules and the tool list (signature,
-      ``[information]``/``[consequential]`` tag, description), the same for the whole episode;
+    - ``context`` (≤ 32,000 chars): task context, rules and the tool list (``tool_listing``
+      ``"full"``: signature, ``[information]``/``[consequential]`` tag, description and
+      parameters; ``"compact"``: one line per tool), the same for the whole episode;
     - ``tool_result`` (≤ 16,000 chars): the last tool result as JSON text (ASCII-escaped; empty
       after ``reset`` or a failed call);
+    - ``transcript`` (≤ 32,000 chars): every call so far with what came back, one block per
+      step — ``"2. get_charge(charge_id='CH-2')\n{...result...}"`` (an error line for a failed
+      call; the call as typed, cut to 300 chars, when it did not parse); empty after ``reset``.
+      Later calls need what earlier ones returned (an amount, a linked id, the id an action
+      returned), so this is the agent's memory; when it outgrows its limit the oldest part is
+      cut (``...[earlier steps cut]``);
     - ``last_action_error`` (≤ 2,000 chars): why the last action failed (parse error, unknown
       tool or entity, bad argument type), else empty.
 
@@ -108,6 +122,8 @@ class EvidenceLedgerEnv(gym.Env):
             ``os.PathLike``. Not together with ``suite_path`` (ValueError). A bad file raises
             :class:`~worlds.ledger.schema.SuiteValidationError` naming the case and field.
         render_mode: None or ``"ansi"``.
+        tool_listing: ``"full"`` (default) or ``"compact"`` tool list in ``context``
+            (ValueError otherwise).
 
     ``reset(seed=…, options={"case_id": "V1-cust-001"})`` (or ``"task_id"``, the key both
     worlds share) plays that case; ``options={"task": case}`` plays a :class:`Case` made
@@ -120,7 +136,11 @@ class EvidenceLedgerEnv(gym.Env):
 
     def __init__(self, case_ids: Optional[list[str]] = None, protocol: Optional[str] = None,
                  domain: Optional[str] = None, max_steps: int = 40, suite_path: Optional[str] = None,
-                 render_mode: Optional[str] = None, cases: Optional[Union[str, os.PathLike]] = None):
+                 render_mode: Optional[str] = None, cases: Optional[Union[str, os.PathLike]] = None,
+                 tool_listing: str = "full"):
+        if tool_listing not in ("full", "compact"):
+            raise ValueError(f"tool_listing must be 'full' or 'compact', got {tool_listing!r}")
+        self.tool_listing = tool_listing
         if cases is not None:
             if suite_path is not None:
                 raise ValueError("give either cases (a user's case file) or suite_path (a frozen suite), not both")
@@ -147,6 +167,7 @@ class EvidenceLedgerEnv(gym.Env):
         self.observation_space = spaces.Dict({
             "context": text(MAX_CONTEXT_CHARS),
             "tool_result": text(MAX_RESULT_CHARS),
+            "transcript": text(MAX_TRANSCRIPT_CHARS),
             "last_action_error": text(MAX_ERROR_CHARS),
         })
         self.action_space = text(MAX_ACTION_CHARS)
@@ -154,6 +175,7 @@ class EvidenceLedgerEnv(gym.Env):
         self.world: Optional[ToolWorld] = None
         self.result: Optional[EpisodeResult] = None
         self._context = ""
+        self._transcript: list[str] = []  # one block per step (see the observation's ``transcript``)
         self._obs: dict[str, str] = {}
         self._injection: Optional[dict] = None  # the injection written into a record this episode
         self._pending: Optional[dict] = None  # scheduled for a later transition
@@ -185,9 +207,10 @@ class EvidenceLedgerEnv(gym.Env):
         self.result = None
         self._injection = self._pending = None
         self._done = False
-        self._context = to_charset(self.case.context + "\n\nTools:\n" + self.world.tools_prompt(),
+        self._context = to_charset(self.case.context + "\n\nTools:\n" + self.world.tools_prompt(self.tool_listing),
                                    MAX_CONTEXT_CHARS)
-        self._obs = {"context": self._context, "tool_result": "", "last_action_error": ""}
+        self._transcript = []
+        self._obs = {"context": self._context, "tool_result": "", "transcript": "", "last_action_error": ""}
         if options.get("injection") is not None:
             self.inject(options["injection"])
         return dict(self._obs), self._info(None)
@@ -216,8 +239,13 @@ class EvidenceLedgerEnv(gym.Env):
             reward = float(self.result.ecs)
         else:
             self._maybe_write_injection()
+        result = self.world.result_json(rec)
+        self._transcript.append(f"{rec.step}. {rec.call or rec.text}\n"
+                                + (f"error: {rec.error}" if rec.error else result or "(no result)"))
         self._obs = {"context": self._context,
-                     "tool_result": to_charset(self.world.result_json(rec), MAX_RESULT_CHARS),
+                     "tool_result": to_charset(result, MAX_RESULT_CHARS),
+                     "transcript": _tail(to_charset("\n".join(self._transcript), 10 * MAX_TRANSCRIPT_CHARS),
+                                         MAX_TRANSCRIPT_CHARS),
                      "last_action_error": to_charset(rec.error or "", MAX_ERROR_CHARS)}
         return dict(self._obs), reward, terminated, truncated, self._info(rec)
 
@@ -226,7 +254,7 @@ class EvidenceLedgerEnv(gym.Env):
         if self.render_mode != "ansi":
             return None
         o = self._obs
-        return (f"{o.get('context', '')}\n--- tool result ---\n{o.get('tool_result', '')}\n"
+        return (f"{o.get('context', '')}\n--- transcript ---\n{o.get('transcript', '')}\n"
                 f"--- error ---\n{o.get('last_action_error', '')}\n")
 
     def tool_schemas(self) -> list[dict]:

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import functools
 import random
-from typing import Literal, Optional
+from typing import Literal, Optional, Sequence
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -149,6 +149,16 @@ def instantiate(proposal: LedgerProposal | dict) -> Case:
         raise ValueError(f"{'.'.join(str(x) for x in err['loc'])}: {err['msg']}") from None
     except SuiteValidationError as exc:  # a generator bug, not a bad proposal: say so
         raise RuntimeError(f"generated case failed validation: {exc}") from exc
+
+
+def sample_cases(level: int, n: int, seed: int, domains: Sequence[str] | None = None) -> list[Case]:
+    """``n`` generated cases at ``level``, ``domains`` (default: all six) in turn and each case's seed drawn from
+    ``random.Random(seed)`` — so domains and templates vary independently (consecutive seeds
+    with domains in turn would pick one template per domain: a case's template is its seed
+    modulo the domain's template count). Deterministic in the arguments."""
+    doms = list(domains or DOMAINS)
+    rng = random.Random(f"ledger-sample|{level}|{seed}")
+    return [make_case(doms[i % len(doms)], level, rng.randrange(1_000_000)) for i in range(n)]
 
 
 def level_stats(level: int, n: int = 30, seed: int = 0) -> dict:

@@ -252,6 +252,12 @@ class ToolDecl(_Strict):
         lines += [f"    - {p.name}: {p.description}" for p in self.params if p.description]
         return "\n".join(lines)
 
+    def compact_text(self) -> str:
+        """One prompt line: ``name(param, ...) [kind]: first clause of the description``
+        (about a third of :meth:`prompt_text`'s tokens; for small models and short contexts)."""
+        first = self.description.split(";")[0].split(". ")[0].rstrip(".")
+        return f"{self.name}({', '.join(p.name for p in self.params)}) [{self.kind}]: {first}"
+
     def json_schema(self) -> dict:
         """OpenAI-style tool schema, with parameter descriptions and an ``x-kind`` tag."""
         schema = self.call_spec().json_schema()

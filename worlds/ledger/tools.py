@@ -424,9 +424,17 @@ class ToolWorld:
             text = text[: MAX_RESULT_CHARS - 20] + " ...[truncated]"
         return text
 
-    def tools_prompt(self) -> str:
-        """The tool section of the prompt, derived from the declarations."""
-        return "\n".join(d.prompt_text() for d in self.decls.values())
+    def tools_prompt(self, listing: str = "full") -> str:
+        """The tool section of the prompt, derived from the declarations: ``"full"`` (signature,
+        kind, description, parameters; :meth:`ToolDecl.prompt_text`) or ``"compact"`` (one line
+        per tool; :meth:`ToolDecl.compact_text`).
+
+        Raises:
+            ValueError: another ``listing``.
+        """
+        if listing not in ("full", "compact"):
+            raise ValueError(f"tool listing must be 'full' or 'compact', got {listing!r}")
+        return "\n".join(d.prompt_text() if listing == "full" else d.compact_text() for d in self.decls.values())
 
     def tool_schemas(self) -> list[dict]:
         """OpenAI-style JSON schemas of this case's tools."""
