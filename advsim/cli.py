@@ -222,9 +222,18 @@ def eval_cmd(
 ) -> None:
     """Clean and attacked completion of every checkpoint (sim and real browser) and the report."""
     _setup_logging()
+    from advsim.config import load_config
     from advsim.evaluate import evaluate
     from advsim.report import write_report
 
+    if (run / "config.yaml").is_file() and load_config(run / "config.yaml").world.name != "web":
+        # a world without the web's browser/corpus/LM-judge columns: the suite's own evaluation
+        from advsim.suite_eval import evaluate_suite
+
+        results = evaluate_suite(run)
+        typer.echo(f"report: {run / 'report.md'}")
+        _write_json(json_out, results)
+        return
     if world not in ("sim", "browser", "both"):
         typer.echo("error: --world must be sim, browser or both", err=True)
         raise typer.Exit(2)

@@ -37,15 +37,10 @@ import random
 import statistics
 from typing import Any, Sequence
 
-from advsim.attacks import benign_injection
 from advsim.rewards import (adversary_reward, cluster_sizes, curriculum_reward, executor_advantages,
                             executor_reward, group_normalize, repeat_counts)
 from advsim.rollout import Episode, EpisodeSpec, run_episodes
 from advsim.suites import WebFormsSuite
-from forms_bench import STRATA
-from forms_bench.injection import Injection
-from forms_bench.proposal import DOMAIN_NAMES, TaskProposal, instantiate, task_text
-from forms_bench.schema import Task
 from policies.engines import GenerationRequest
 from policies.grpo import Sample
 from policies.roles import RoleIO, curriculum_example
@@ -57,9 +52,8 @@ def _seed(cfg, stage: int, iteration: int, part: int) -> int:
     return (cfg.seed * 7919 + stage * 104_729 + iteration * 1_299_709 + part * 15_485_863) % (2**31 - 1)
 
 
-def _episodes(learner, io: RoleIO, specs: Sequence[EpisodeSpec], seed: int) -> list[Episode]:
+def _episodes(learner, io: RoleIO, specs: Sequence[EpisodeSpec], seed: int, suite) -> list[Episode]:
     r = learner.cfg.rollout
-    suite = WebFormsSuite()
     return run_episodes(learner.engine, suite.executor_prompt(io), specs, learner.ref("executor"), seed=seed,
                         suite=suite, max_steps=r.max_steps, max_new_tokens=r.max_new_tokens,
                         temperature=r.temperature, top_p=r.top_p)
@@ -137,7 +131,7 @@ def _executor_parse(eps: Sequence[Episode]) -> dict[str, Any]:
 # stage 1
 # ------------------------------------------------------------------------------------------
 
-def curriculum_history(learner, io: RoleIO, run, t: int, rng: random.Random) -> list[str]:
+def curriculum_history(learner, io: RoleIO, run, t: int, rng: random.Random, suite) -> list[str]:
     """The curriculum's context: its last ``stage1.history`` valid stage-1 proposals (probes
     included) with their p̂, from ``proposals.jsonl``.
 
@@ -147,45 +141,48 @@ def curriculum_history(learner, io: RoleIO, run, t: int, rng: random.Random) -> 
     s1 = learner.cfg.stage1
     rows = [r for r in run.read("proposals.jsonl") if r.get("stage") == 1 and r.get("proposal")]
     if not rows and s1.probe_levels:
-        probes = [TaskProposal(stratum=rng.choice(STRATA), domain=rng.choice(DOMAIN_NAMES), level=lv,
-                               seed=rng.randint(0, 999_999)) for lv in s1.probe_levels]
-        tasks = [instantiate(p) for p in probes]
+        probes = [suite.random_proposal(rng, lv) for lv in s1.probe_levels]
+        tasks = [suite.instantiate(p) for p in probes]
         K = s1.control_runs
-        eps = _episodes(learner, io, [EpisodeSpec(task) for task in tasks for _ in range(K)], _seed(learner.cfg, 1, t, 9))
-        rows = [{"stage": 1, "iteration": t, "role": "probe", "text": p.to_json(),
+        eps = _episodes(learner, io, [EpisodeSpec(task) for task in tasks for _ in range(K)], _seed(learner.cfg, 1, t, 9),
+                        suite)
+        rows = [{"stage": 1, "iteration": t, "role": "probe", "text": suite.proposal_json(p),
                  "proposal": p.model_dump(exclude_none=True), "task_id": task.id, "level": p.level, "valid": True,
                  "error": "", "p_hat": sum(e.success for e in eps[k * K:(k + 1) * K]) / K, "reward": None}
                 for k, (p, task) in enumerate(zip(probes, tasks))]
         run.log("proposals.jsonl", rows)
         run.log("trajectories.jsonl", [{"stage": 1, "iteration": t, "kind": "probe", **e.to_row()} for e in eps])
-    return [curriculum_example(TaskProposal.model_validate(r["proposal"]).to_json(), r.get("p_hat"))
+    return [curriculum_example(suite.proposal_json(suite.proposal_from_dict(r["proposal"])), r.get("p_hat"))
             for r in rows[-s1.history:]]
 
 
-def stage1_iteration(learner, io: RoleIO, run, t: int) -> dict[str, Any]:
-    """One curriculum ↔ executor iteration; returns its metrics row (also logged)."""
+def stage1_iteration(learner, io: RoleIO, run, t: int, suite=None) -> dict[str, Any]:
+    """One curriculum ↔ executor iteration in ``suite``'s world (default: the web forms);
+    returns its metrics row (also logged)."""
     cfg, s1 = learner.cfg, learner.cfg.stage1
+    suite = suite if suite is not None else WebFormsSuite()
     rng = random.Random(_seed(cfg, 1, t, 0))
 
     # collect: proposals -> tasks -> K control runs each -> p̂
-    lines = curriculum_history(learner, io, run, t, rng)
-    hints = [STRATA[(i + t) % len(STRATA)] for i in range(s1.proposals)]
-    gens = _propose(learner, [io.curriculum_prompt(h, lines) for h in hints], "curriculum", _seed(cfg, 1, t, 1))
-    proposals, errors = _parse_all(gens, io.parse_curriculum)
-    tasks: list[Task | None] = []
+    lines = curriculum_history(learner, io, run, t, rng, suite)
+    all_hints = suite.curriculum_hints()
+    hints = [all_hints[(i + t) % len(all_hints)] for i in range(s1.proposals)]
+    gens = _propose(learner, [suite.curriculum_prompt(io, h, lines) for h in hints], "curriculum", _seed(cfg, 1, t, 1))
+    proposals, errors = _parse_all(gens, lambda text: suite.parse_proposal(io, text))
+    tasks: list = []
     for i, p in enumerate(proposals):
         try:
-            tasks.append(instantiate(p) if p is not None else None)
+            tasks.append(suite.instantiate(p) if p is not None else None)
         except ValueError as exc:
             tasks.append(None)
             proposals[i], errors[i] = None, f"curriculum: not instantiable: {exc}"
     valid = [i for i, task in enumerate(tasks) if task is not None]
     K = s1.control_runs
-    ctrl = _episodes(learner, io, [EpisodeSpec(tasks[i]) for i in valid for _ in range(K)], _seed(cfg, 1, t, 2))
+    ctrl = _episodes(learner, io, [EpisodeSpec(tasks[i]) for i in valid for _ in range(K)], _seed(cfg, 1, t, 2), suite)
     p_hat = {i: sum(e.success for e in ctrl[k * K:(k + 1) * K]) / K for k, i in enumerate(valid)}
 
     # reward R_C (AdvSim2Real Eq. 2) and the curriculum's update
-    texts = [task_text(tasks[i]) if tasks[i] is not None else g.text for i, g in enumerate(gens)]
+    texts = [suite.task_text(tasks[i]) if tasks[i] is not None else g.text for i, g in enumerate(gens)]
     clusters = cluster_sizes(texts, s1.cluster_threshold)
     r_c = [curriculum_reward(p_hat.get(i), tasks[i] is not None, clusters[i], len(gens), s1.lambda_c)
            for i in range(len(gens))]
@@ -203,7 +200,7 @@ def stage1_iteration(learner, io: RoleIO, run, t: int) -> dict[str, Any]:
         eps = []
         chunks = [ctrl[at[i] * K:(at[i] + 1) * K] for i in pool]
     else:
-        eps = _episodes(learner, io, [EpisodeSpec(tasks[i]) for i in pool for _ in range(G)], _seed(cfg, 1, t, 3))
+        eps = _episodes(learner, io, [EpisodeSpec(tasks[i]) for i in pool for _ in range(G)], _seed(cfg, 1, t, 3), suite)
         chunks = [eps[k * G:(k + 1) * G] for k in range(len(pool))]
     groups = [(chunk, p_hat[i], [executor_reward(e.success) for e in chunk]) for chunk, i in zip(chunks, pool)]
     ex_stats = _executor_update(learner, groups)
@@ -233,23 +230,23 @@ def stage1_iteration(learner, io: RoleIO, run, t: int) -> dict[str, Any]:
 # stage 2
 # ------------------------------------------------------------------------------------------
 
-def _stage2_candidates(run, cfg, rng: random.Random, n: int) -> list[Task]:
+def _stage2_candidates(run, cfg, rng: random.Random, n: int, suite) -> list:
     """Tasks to attack: the curriculum's stage-1 tasks with p̂ ≥ η (most recent first), then
     fresh tasks of the same stratum, domain and level (new seeds), up to ``n``."""
     s2 = cfg.stage2
     rows = [r for r in run.read("proposals.jsonl") if r.get("stage") == 1 and r.get("proposal")
             and r.get("p_hat") is not None and r["p_hat"] >= s2.eta]
-    props = [TaskProposal.model_validate(r["proposal"]) for r in reversed(rows)]
+    props = [suite.proposal_from_dict(r["proposal"]) for r in reversed(rows)]
     out, seen = [], set()
     for p in props:
-        task = instantiate(p)
+        task = suite.instantiate(p)
         if task.id not in seen:
             seen.add(task.id)
             out.append(task)
     k = 0
     while props and len(out) < n and k < 4 * n:
         p = props[k % len(props)].model_copy(update={"seed": rng.randint(0, 999_999)})
-        task = instantiate(p)
+        task = suite.instantiate(p)
         if task.id not in seen:
             seen.add(task.id)
             out.append(task)
@@ -257,7 +254,7 @@ def _stage2_candidates(run, cfg, rng: random.Random, n: int) -> list[Task]:
     return out[:n]
 
 
-def _replay(learner, io, chosen, injections: Sequence[Injection | None], owners: Sequence[int], seed: int):
+def _replay(learner, io, chosen, injections: Sequence, owners: Sequence[int], seed: int, suite):
     """Replay every parsed α of task j on each of its controls: {(proposal i, control c): Episode}."""
     specs, index = [], []
     for i, (inj, j) in enumerate(zip(injections, owners)):
@@ -267,7 +264,7 @@ def _replay(learner, io, chosen, injections: Sequence[Injection | None], owners:
         for c_i, c in enumerate(controls):
             specs.append(EpisodeSpec(task, inj, prefix=c.actions[: inj.transition], replay=True))
             index.append((i, c_i))
-    return dict(zip(index, _episodes(learner, io, specs, seed))), specs
+    return dict(zip(index, _episodes(learner, io, specs, seed, suite))), specs
 
 
 def flip_counts(controls: Sequence[Episode], replays: Sequence[Episode]) -> tuple[int, int]:
@@ -277,16 +274,19 @@ def flip_counts(controls: Sequence[Episode], replays: Sequence[Episode]) -> tupl
     return sum(not e.success for _, e in elig), len(elig)
 
 
-def stage2_iteration(learner, io: RoleIO, run, t: int, history: list[dict]) -> dict[str, Any]:
-    """One adversary ↔ executor iteration. ``history`` (list of {"task": …, "injection": …})
-    is extended with this iteration's accepted attacks. Returns the metrics row (also logged)."""
+def stage2_iteration(learner, io: RoleIO, run, t: int, history: list[dict], suite=None) -> dict[str, Any]:
+    """One adversary ↔ executor iteration in ``suite``'s world (default: the web forms).
+    ``history`` (list of {"task": …, "injection": …}) is extended with this iteration's accepted
+    attacks. Returns the metrics row (also logged)."""
     cfg, s2 = learner.cfg, learner.cfg.stage2
+    suite = suite if suite is not None else WebFormsSuite()
     rng = random.Random(_seed(cfg, 2, t, 0))
     K = s2.control_runs
 
     # 1. collect clean controls on candidate tasks; keep p̂ ≥ η
-    candidates = _stage2_candidates(run, cfg, rng, 2 * s2.tasks)
-    ctrl = _episodes(learner, io, [EpisodeSpec(task) for task in candidates for _ in range(K)], _seed(cfg, 2, t, 2))
+    candidates = _stage2_candidates(run, cfg, rng, 2 * s2.tasks, suite)
+    ctrl = _episodes(learner, io, [EpisodeSpec(task) for task in candidates for _ in range(K)], _seed(cfg, 2, t, 2),
+                     suite)
     per_task = [(task, ctrl[k * K:(k + 1) * K], sum(e.success for e in ctrl[k * K:(k + 1) * K]) / K)
                 for k, task in enumerate(candidates)]
     per_task.sort(key=lambda x: -x[2])
@@ -304,15 +304,19 @@ def stage2_iteration(learner, io: RoleIO, run, t: int, history: list[dict]) -> d
     prompts, owners = [], []
     for j, (task, controls, _) in enumerate(chosen):
         good = next((c for c in controls if c.success), controls[0])
-        page = _initial_page(task)
+        prompt = suite.adversary_prompt(io, task, good.actions)
         for _ in range(s2.proposals_per_task):
-            prompts.append(io.adversary_prompt(task.goal, page, good.actions))
+            prompts.append(prompt)
             owners.append(j)
     gens = _propose(learner, prompts, "adversary", _seed(cfg, 2, t, 3))
-    parsed, errors = _parse_all(gens, io.parse_adversary)
-    by_prop, _ = _replay(learner, io, chosen, parsed, owners, _seed(cfg, 2, t, 4))
-    nulls = [benign_injection(p) if p is not None else None for p in parsed]
-    by_null, _ = _replay(learner, io, chosen, nulls, owners, _seed(cfg, 2, t, 4))
+    parsed, errors = [], []
+    for g, j in zip(gens, owners):  # the owner task checks ζ against its tools (ledger world)
+        p, e = _parse_all([g], lambda text: suite.parse_injection(io, text, chosen[j][0]))
+        parsed += p
+        errors += e
+    by_prop, _ = _replay(learner, io, chosen, parsed, owners, _seed(cfg, 2, t, 4), suite)
+    nulls = [suite.null_injection(p) if p is not None else None for p in parsed]
+    by_null, _ = _replay(learner, io, chosen, nulls, owners, _seed(cfg, 2, t, 4), suite)
 
     # reward R_A (AdvSim2Real Eq. 5), advantages per task, the adversary's update
     r_a = [0.0] * len(gens)
@@ -354,11 +358,11 @@ def stage2_iteration(learner, io: RoleIO, run, t: int, history: list[dict]) -> d
     n_hist = round(n_items * s2.mix_history) if history else 0
     n_clean = max(0, n_items - n_fresh - n_hist)
     items = [rng.choice(fresh) for _ in range(n_fresh)]
-    items += [_history_item(rng.choice(history)) for _ in range(n_hist)]
+    items += [_history_item(rng.choice(history), suite) for _ in range(n_hist)]
     items += [{"task": rng.choice(chosen)[0], "injection": None} for _ in range(n_clean)]
     G = s2.rollouts_per_task
     eps = _episodes(learner, io, [EpisodeSpec(it["task"], it["injection"]) for it in items for _ in range(G)],
-                    _seed(cfg, 2, t, 5))
+                    _seed(cfg, 2, t, 5), suite)
     groups = []
     for k, it in enumerate(items):
         chunk = eps[k * G:(k + 1) * G]
@@ -366,7 +370,7 @@ def stage2_iteration(learner, io: RoleIO, run, t: int, history: list[dict]) -> d
         rs = [executor_reward(e.success, target and e.rendered, e.took_target, s2.w_g, s2.w_r) for e in chunk]
         groups.append((chunk, sum(e.success for e in chunk) / G, rs))
     ex_stats = _executor_update(learner, groups)
-    history.extend({"task_id": f["task"].id, "task": f["task"].model_dump(mode="json"),
+    history.extend({"task_id": f["task"].id, "task": suite.task_to_dict(f["task"]),
                     "injection": f["injection"].model_dump()} for f in fresh)
 
     # log
@@ -392,13 +396,5 @@ def stage2_iteration(learner, io: RoleIO, run, t: int, history: list[dict]) -> d
     return row
 
 
-def _history_item(h: dict) -> dict:
-    from forms_bench.schema import validate_task
-
-    return {"task": validate_task(h["task"]), "injection": Injection.model_validate(h["injection"])}
-
-
-def _initial_page(task: Task) -> str:
-    from worlds.web.sim import SimWebWorld
-
-    return SimWebWorld().reset(task)
+def _history_item(h: dict, suite) -> dict:
+    return {"task": suite.task_from_dict(h["task"]), "injection": suite.injection_from_dict(h["injection"])}

@@ -212,13 +212,27 @@ class EvalConfig:
 
 
 @dataclass(config=_STRICT)
+class WorldConfig:
+    name: Literal["web", "ledger"] = _f(
+        "web", "The world the run trains and is evaluated in (its task suite, advsim.suites.SUITES): 'web' "
+               "(form pages, advsim/WebForms-v0) or 'ledger' (evidence-ledger tools, advsim/EvidenceLedger-v0).")
+    ledger_domains: Optional[list[str]] = _f(
+        None, "Ledger world: the domains the curriculum is asked about and warm-start and evaluation cases come "
+              "from (None = all six built-in domains).")
+    ledger_tool_listing: Literal["full", "compact"] = _f(
+        "compact", "Ledger world: the tool list in each observation's context: 'full' (signature, kind, "
+                   "description, parameters) or 'compact' (one line per tool; a third of the tokens).")
+
+
+@dataclass(config=_STRICT)
 class TrainConfig:
-    """Everything a run needs. Sections: model, engine, optim, warmstart, stage1, stage2, rollout, eval."""
+    """Everything a run needs. Sections: world, model, engine, optim, warmstart, stage1, stage2, rollout, eval."""
 
     name: str = _f("run", "Run name (the run directory is runs/<name> unless given): letters, digits, '.', "
                    "'_' and '-', no path separators.", pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
     seed: int = _f(0, "Global seed: every sample, shuffle and proposal derives from it.")
     stages: list[int] = _f([1, 2], "Stages to run: [1], [2] or [1, 2].")
+    world: WorldConfig = _f(None, "The world (task suite) the run trains in.")
     model: ModelConfig = _f(None, "Backbone and role adapters (LoRA).")
     engine: EngineConfig = _f(None, "Rollout engine: kind, device, dtype, numerics contract and its settings.")
     optim: OptimConfig = _f(None, "The GRPO-style update.")
@@ -229,11 +243,18 @@ class TrainConfig:
     eval: EvalConfig = _f(None, "Evaluation after training.")
 
     def __post_init__(self) -> None:
-        for name, cls in (("model", ModelConfig), ("engine", EngineConfig), ("optim", OptimConfig), ("warmstart", WarmStartConfig),
+        for name, cls in (("world", WorldConfig), ("model", ModelConfig), ("engine", EngineConfig), ("optim", OptimConfig), ("warmstart", WarmStartConfig),
                           ("stage1", Stage1Config), ("stage2", Stage2Config), ("rollout", RolloutConfig),
                           ("eval", EvalConfig)):
             if getattr(self, name) is None:
                 object.__setattr__(self, name, cls())
+        if self.world.ledger_domains is not None:
+            from worlds.ledger.schema import DOMAINS
+
+            unknown = [d for d in self.world.ledger_domains if d not in DOMAINS]
+            if unknown or not self.world.ledger_domains:
+                raise ValueError(f"world.ledger_domains: {unknown or 'empty'}: expected a non-empty list of "
+                                 f"{', '.join(DOMAINS)}")
         bad = [s for s in self.stages if s not in (1, 2)]
         if bad or not self.stages:
             raise ValueError(f"stages: expected a non-empty subset of [1, 2], got {self.stages}")

@@ -72,6 +72,8 @@ class Episode:
         replayable: the prefix could be replayed (the control had not ended before d).
         final_page: the last observation's changing text (:meth:`TaskSuite.observation_text`:
             the page in the web world; what an LM judge reads).
+        final_info: the env's ``info`` of the episode's last step (the world's own verdict
+            details: the ledger's ``protocol``, ``ecs`` and ``flags`` for SafeActBench's metrics).
     """
 
     spec: EpisodeSpec
@@ -83,6 +85,7 @@ class Episode:
     took_target: bool = False
     replayable: bool = True
     final_page: str = ""
+    final_info: dict = field(default_factory=dict)
 
     def trajectory(self):
         """This web-world episode as the :class:`judges.lm.Trajectory` an LM judge reads (final
@@ -178,6 +181,7 @@ def run_episodes(engine, prompt_fn: PromptFn, specs: Sequence[EpisodeSpec], adap
         if done:
             ep.success = bool(info.get("success"))
             ep.reasons = list(info.get("reasons", []))
+            ep.final_info = dict(info)
         else:
             active.append(i)
         envs.append(env)
@@ -226,6 +230,7 @@ def run_episodes(engine, prompt_fn: PromptFn, specs: Sequence[EpisodeSpec], adap
             if term or trunc:
                 ep.success = bool(info["success"])
                 ep.reasons = list(info["reasons"])
+                ep.final_info = dict(info)
             else:
                 still.append(i)
         active = still

@@ -18,6 +18,7 @@ from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeEl
 
 from advsim.coevolution import RoleIO, stage1_iteration, stage2_iteration
 from advsim.config import TrainConfig
+from advsim.suites import suite_from_config
 from advsim.run import RunDir
 
 
@@ -51,15 +52,15 @@ def build_learner(cfg: TrainConfig, run: RunDir):
     return Learner(cfg, run.path / "adapters")
 
 
-def _warmstart(learner, io: RoleIO, cfg: TrainConfig, console: Console) -> dict[str, Any]:
-    from advsim.warmstart import adversary_examples, curriculum_examples, executor_examples, format_check
+def _warmstart(learner, io: RoleIO, cfg: TrainConfig, console: Console, suite) -> dict[str, Any]:
+    from advsim.warmstart import curriculum_examples, format_check
 
     w = cfg.warmstart
     tok = learner.tokenizer
     out = {}
-    for role, examples in (("executor", executor_examples(io, tok, w.executor_tasks, w.seed, levels=w.executor_levels)),
-                           ("curriculum", curriculum_examples(io, tok, w.curriculum_examples, w.seed)),
-                           ("adversary", adversary_examples(io, tok, w.adversary_examples, w.seed))):
+    for role, examples in (("executor", suite.executor_demonstrations(io, tok, w)),
+                           ("curriculum", curriculum_examples(io, tok, w.curriculum_examples, w.seed, suite)),
+                           ("adversary", suite.adversary_demonstrations(io, tok, w.adversary_examples, w.seed))):
         t0 = time.perf_counter()
         stats = learner.sft(role, examples, w.epochs, w.learning_rate, seed=w.seed, micro_batch=w.micro_batch)
         stats.update(examples=len(examples), seconds=time.perf_counter() - t0)
@@ -68,7 +69,7 @@ def _warmstart(learner, io: RoleIO, cfg: TrainConfig, console: Console) -> dict[
         out[role] = stats
     if w.check_tasks:
         t0 = time.perf_counter()
-        check = format_check(learner, io, w.check_tasks, w.seed, levels=w.executor_levels)
+        check = format_check(learner, io, w.check_tasks, w.seed, levels=w.executor_levels, suite=suite)
         check["seconds"] = time.perf_counter() - t0
         console.log("warm start format check on held-out prompts: " + ", ".join(
             f"{role} {check[f'{role}_parse_rate']:.0%}" for role in ("executor", "curriculum", "adversary")))
@@ -99,6 +100,7 @@ def train(cfg: TrainConfig, run_dir: str | Path, resume: bool = False, console: 
     run.write_config(cfg)
     learner = learner or build_learner(cfg, run)
     io = io or role_io(learner.tokenizer)
+    suite = suite_from_config(cfg.world)
     history: list[dict] = []
     done = set(run.completed())
     if latest:
@@ -112,30 +114,31 @@ def train(cfg: TrainConfig, run_dir: str | Path, resume: bool = False, console: 
         ids = {p: bars.add_task(p, total=1, start=False) for p in todo}
         for phase in todo:
             bars.start_task(ids[phase])
-            _phase(phase, cfg, run, learner, io, history, console)
+            _phase(phase, cfg, run, learner, io, history, console, suite)
             bars.update(ids[phase], completed=1)
             if stop_after == phase:
                 break
     return run
 
 
-def _phase(phase: str, cfg: TrainConfig, run: RunDir, learner, io: RoleIO, history: list, console: Console) -> None:
+def _phase(phase: str, cfg: TrainConfig, run: RunDir, learner, io: RoleIO, history: list, console: Console,
+           suite) -> None:
     """Run one phase and commit its checkpoint (the body of :func:`train`'s loop, one progress
     bar per phase)."""
     t0 = time.perf_counter()
     if phase == "warmstart":
-        stats = _warmstart(learner, io, cfg, console)
+        stats = _warmstart(learner, io, cfg, console, suite)
         run.log("events.jsonl", [{"phase": phase, "warmstart": stats}])
     elif phase.startswith("capability-iter-"):
         t = int(phase.rsplit("-", 1)[1])
-        row = stage1_iteration(learner, io, run, t)
+        row = stage1_iteration(learner, io, run, t, suite)
         console.log(f"{phase}: p̂ {row['p_hat']} at levels {row['levels']}, R_C max {row['curriculum_reward_max']:.3f}, "
                     f"executor success {row['executor_success']}, informative groups "
                     f"{row['executor'].get('informative_group_fraction')}, "
                     f"diff max {row['executor'].get('diff', {}).get('max')}")
     else:
         t = int(phase.rsplit("-", 1)[1])
-        row = stage2_iteration(learner, io, run, t, history)
+        row = stage2_iteration(learner, io, run, t, history, suite)
         if row.get("skipped"):
             console.log(f"{phase}: {row['skipped']}")
         else:

@@ -32,7 +32,7 @@ from forms_bench import STRATA
 from forms_bench.difficulty import LEVELS, TOP_LEVEL, level_knobs
 from forms_bench.generate import make_task
 from forms_bench.oracle import solve
-from forms_bench.proposal import DOMAIN_NAMES, TaskProposal
+from forms_bench.proposal import DOMAIN_NAMES
 from forms_bench.schema import Task
 from policies.roles import RoleIO, curriculum_example, format_adversary
 
@@ -177,15 +177,17 @@ def executor_examples(io: RoleIO, tokenizer, n_tasks: int, seed: int, recovery: 
     return out
 
 
-def _proposal(rng: random.Random, level: int | None = None, stratum: str | None = None) -> TaskProposal:
-    return TaskProposal(stratum=stratum or rng.choice(STRATA), domain=rng.choice(DOMAIN_NAMES),
-                        level=rng.randint(0, TOP_LEVEL) if level is None else level, seed=rng.randint(0, 999_999))
+def _web_suite():
+    from advsim.suites import WebFormsSuite
+
+    return WebFormsSuite()
 
 
-def curriculum_history(rng: random.Random, n: int = 3) -> list[tuple[TaskProposal, float]]:
-    """``n`` random (spec, success rate) pairs, as the curriculum's prompt shows them (a rate is
-    None, shown as untested, one time in eight)."""
-    return [(_proposal(rng), None if rng.random() < 0.125 else rng.choice([0.0, 0.25, 0.5, 0.75, 1.0]))
+def curriculum_history(rng: random.Random, n: int = 3, suite=None) -> list[tuple]:
+    """``n`` random (spec, success rate) pairs of ``suite``'s world (default: the web forms), as
+    the curriculum's prompt shows them (a rate is None, shown as untested, one time in eight)."""
+    suite = suite or _web_suite()
+    return [(suite.random_proposal(rng), None if rng.random() < 0.125 else rng.choice([0.0, 0.25, 0.5, 0.75, 1.0]))
             for _ in range(n)]
 
 
@@ -196,7 +198,7 @@ def next_level(level: int, p_hat: float) -> int:
     return min(TOP_LEVEL, max(0, level + step))
 
 
-def prior_level(history: Sequence[tuple[TaskProposal, float | None]]) -> int:
+def prior_level(history: Sequence[tuple]) -> int:
     """The warm start's prior for the curriculum: take the tested spec whose success rate is
     closest to ½ (the latest on ties) and apply :func:`next_level`; with nothing tested, the
     last spec's level."""
@@ -207,17 +209,20 @@ def prior_level(history: Sequence[tuple[TaskProposal, float | None]]) -> int:
     return next_level(best[0].level, best[1])
 
 
-def curriculum_examples(io: RoleIO, tokenizer, n: int, seed: int) -> list[tuple[list[int], list[int]]]:
-    """(prompt_ids, target_ids): a stratum hint and a spec history with success rates → one
-    valid spec of that stratum, at the :func:`prior_level` of the history."""
+def curriculum_examples(io: RoleIO, tokenizer, n: int, seed: int, suite=None) -> list[tuple[list[int], list[int]]]:
+    """(prompt_ids, target_ids): a hint (web: stratum; ledger: domain) and a spec history with
+    success rates → one valid spec for that hint, at the :func:`prior_level` of the history, in
+    ``suite``'s world (default: the web forms)."""
+    suite = suite or _web_suite()
     rng = random.Random(f"warmstart-curriculum:{seed}")
+    hints = suite.curriculum_hints()
     out = []
     for i in range(n):
-        stratum = STRATA[i % len(STRATA)]
-        hist = curriculum_history(rng, rng.randint(2, 5))
-        lines = [curriculum_example(p.to_json(), ph) for p, ph in hist]
-        target = _proposal(rng, prior_level(hist), stratum)
-        out.append((io.curriculum_prompt(stratum, lines), encode_target(tokenizer, target.to_json())))
+        hint = hints[i % len(hints)]
+        hist = curriculum_history(rng, rng.randint(2, 5), suite)
+        lines = [curriculum_example(suite.proposal_json(p), ph) for p, ph in hist]
+        target = suite.random_proposal(rng, prior_level(hist), hint)
+        out.append((suite.curriculum_prompt(io, hint, lines), encode_target(tokenizer, suite.proposal_json(target))))
     return out
 
 
@@ -243,8 +248,10 @@ def adversary_examples(io: RoleIO, tokenizer, n: int, seed: int) -> list[tuple[l
     return out
 
 
-def format_check(learner, io: RoleIO, n_tasks: int, seed: int, levels: dict[int, float] | None = None) -> dict:
-    """How often each warm-started role now speaks its format, on prompts it was not trained on.
+def format_check(learner, io: RoleIO, n_tasks: int, seed: int, levels: dict[int, float] | None = None,
+                 suite=None) -> dict:
+    """How often each warm-started role now speaks its format, on prompts it was not trained on,
+    in ``suite``'s world (default: the web forms).
 
     Samples (at the rollout temperature and top-p, through the learner's engine) one executor
     action for the first page of ``n_tasks`` held-out training tasks (seed ``seed + 1000``) at the
@@ -257,25 +264,25 @@ def format_check(learner, io: RoleIO, n_tasks: int, seed: int, levels: dict[int,
         level is the history's :func:`prior_level`) and ``"<role>_failures"``: up to three
         unparsable outputs with the parser's message.
     """
-    from forms_bench.actions import parse_action
     from policies.engines import GenerationRequest
-    from worlds.web.sim import SimWebWorld
 
+    suite = suite or _web_suite()
     r = learner.cfg.rollout
-    tasks = warmstart_tasks(n_tasks, seed + 1000, levels or {lv: 1 for lv in LEVELS})
-    world = SimWebWorld()
+    tasks = suite.training_tasks(n_tasks, seed + 1000, levels or {lv: 1 for lv in LEVELS})
     rng = random.Random(f"format-check:{seed}")
     prompts: dict[str, list] = {"executor": [], "curriculum": [], "adversary": []}
     priors = []
+    executor_prompt = suite.executor_prompt(io)
     for task in tasks:
-        page = world.reset(task)
-        prompts["executor"].append(io.executor_prompt(task.goal, page, [], ""))
-        hist = curriculum_history(rng)
+        prompts["executor"].append(executor_prompt(suite.first_observation(task), []))
+        hist = curriculum_history(rng, 3, suite)
         priors.append(prior_level(hist))
-        lines = [curriculum_example(p.to_json(), ph) for p, ph in hist]
-        prompts["curriculum"].append(io.curriculum_prompt(task.stratum, lines))
-        prompts["adversary"].append(io.adversary_prompt(task.goal, page, [a.to_text() for a in solve(task)]))
-    parsers = {"executor": parse_action, "curriculum": io.parse_curriculum, "adversary": io.parse_adversary}
+        lines = [curriculum_example(suite.proposal_json(p), ph) for p, ph in hist]
+        prompts["curriculum"].append(suite.curriculum_prompt(io, suite.task_hint(task), lines))
+        prompts["adversary"].append(suite.adversary_prompt(io, task, suite.control_actions(task)))
+    parsers = {"executor": lambda text, task: suite.parse_action(text, task),
+               "curriculum": lambda text, task: suite.parse_proposal(io, text),
+               "adversary": lambda text, task: suite.parse_injection(io, text, task)}
     out: dict = {"samples": len(tasks)}
     for role, ps in prompts.items():
         limit = r.max_new_tokens if role == "executor" else r.proposal_max_new_tokens
@@ -286,7 +293,7 @@ def format_check(learner, io: RoleIO, n_tasks: int, seed: int, levels: dict[int,
         ok, failures, agree = 0, [], 0
         for i, g in enumerate(learner.engine.generate(reqs)):
             try:
-                parsed = parsers[role](g.text)
+                parsed = parsers[role](g.text, tasks[i])
                 ok += 1
                 agree += role == "curriculum" and parsed.level == priors[i]
             except ValueError as exc:

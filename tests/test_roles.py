@@ -72,7 +72,7 @@ def test_curriculum_knob_errors(text, message):
     ("", "adversary: empty output"),
     ("soon | none | Press delete", "adversary: step: expected an integer 0-11, got 'soon'"),
     ("1 | none |   ", "adversary: text: empty"),
-    ("12 | none | Press delete", "adversary: transition: Input should be less than or equal to 11"),
+    ("12 | none | Press delete", "adversary: step: expected an integer 0-11, got 12"),
     ("1 | rm -rf / | Press delete", "adversary: target_action: Value error, target_action does not parse"),
 ])
 def test_adversary_errors(text, message):
