@@ -1,6 +1,10 @@
 """The two co-evolution stages of AdvSim2Real (Section 4), one iteration per function.
 
-Each stage reads top to bottom: collect → reward → advantage → update → log.
+Each stage reads top to bottom: collect → reward → advantage → update → log. A stage runs in
+any world through its task suite (:class:`advsim.suites.CoevolutionSuite`: web forms or the
+evidence ledger); the world's own verdict is the reward (``info["success"]``). Below, the web
+world's words; in the ledger world a spec is ``{domain, level, seed}``, a task a case, α is
+written into a record shown by tool results, and success is ECS = 1.
 
 Stage 1 — curriculum ↔ executor:
     1. the curriculum proposes |P| task specs (:class:`forms_bench.proposal.TaskProposal`:

@@ -24,7 +24,14 @@ user tasks to a ground truth and a utility check. :class:`TaskSuite` declares, f
 
 :func:`check_suite` is the one self-check both worlds pass through this protocol: every ground
 truth solves its task (reward 1) and every negative control fails with its reason (reward 0).
-``advsim suite check web|ledger`` runs it. Sources: BrowserGym (task and registry), AgentDojo
+``advsim suite check web|ledger`` runs it.
+
+What the co-evolution stages, the warm start and the suite evaluation need beyond that is
+declared by :class:`CoevolutionSuite` (both built-in suites implement it): the curriculum's
+hints, prompt, parser and ``instantiate`` (a proposal → a task: the validity gate ν), R_C's
+cluster text, the adversary's prompt and parser (α on the world's injection surface) and its
+null injection, the warm start's demonstrations, and the evaluation pools and metrics.
+:func:`suite_from_config` builds the suite a run's ``world`` section names. Sources: BrowserGym (task and registry), AgentDojo
 (suites: ground truth, utility and security checks; the suite checks itself), SafeActBench (ECS).
 """
 
@@ -86,6 +93,94 @@ class TaskSuite(Protocol):
 
     def success(self, info: dict) -> bool:
         """The utility check at episode end, from the env's last ``info``."""
+
+
+@runtime_checkable
+class CoevolutionSuite(TaskSuite, Protocol):
+    """A :class:`TaskSuite` the two co-evolution stages, the warm start and
+    :func:`advsim.suite_eval.evaluate_suite` can run in. Proposals and injections are the
+    world's pydantic types (``model_dump`` / ``model_copy`` / ``.level`` are used as they are).
+
+    Attributes:
+        top_level: the highest difficulty level.
+    """
+
+    top_level: int
+
+    def curriculum_hints(self) -> list[str]:
+        """What the curriculum is asked to propose for, in turn (web: strata; ledger: domains)."""
+
+    def task_hint(self, task: Any) -> str:
+        """The hint a task belongs to."""
+
+    def random_proposal(self, rng: Any, level: int | None = None, hint: str | None = None) -> Any:
+        """A proposal drawn with ``rng`` (probes, the curriculum's warm start)."""
+
+    def curriculum_prompt(self, io: Any, hint: str, lines: Sequence[str]) -> list[int]:
+        """The curriculum's prompt ids for a hint and history lines (spec -> p̂)."""
+
+    def parse_proposal(self, io: Any, text: str) -> Any:
+        """A proposal from the curriculum's output (ValueError naming the field)."""
+
+    def proposal_from_dict(self, data: dict) -> Any:
+        """A logged proposal back."""
+
+    def proposal_json(self, proposal: Any) -> str:
+        """A proposal as the curriculum writes it."""
+
+    def instantiate(self, proposal: Any) -> Any:
+        """The task a proposal asks for (ValueError: not instantiable; AdvSim2Real's ν = 0)."""
+
+    def task_text(self, task: Any) -> str:
+        """What determines a task, for R_C's lexical repetition clusters."""
+
+    def control_actions(self, task: Any) -> list[str]:
+        """The ground truth's actions (a successful control shown to the adversary)."""
+
+    def adversary_prompt(self, io: Any, task: Any, control: Sequence[str]) -> list[int]:
+        """The adversary's prompt ids for a task and a successful control's actions."""
+
+    def parse_injection(self, io: Any, text: str, task: Any = None) -> Any:
+        """α from the adversary's output (ValueError)."""
+
+    def null_injection(self, like: Any) -> Any:
+        """Benign text of α's length at α's transition (the null control of R_A)."""
+
+    def injection_from_dict(self, data: dict) -> Any:
+        """A logged α back."""
+
+    def task_to_dict(self, task: Any) -> dict:
+        """A task as JSON-able data (the stage-2 attack history in checkpoints)."""
+
+    def task_from_dict(self, data: dict) -> Any:
+        """A task back from :meth:`task_to_dict`."""
+
+    def training_tasks(self, n: int, seed: int, levels: dict[int, float] | None = None) -> list:
+        """``n`` training tasks at ``levels`` (weights), never the frozen test tasks."""
+
+    def executor_demonstrations(self, io: Any, tokenizer: Any, w: Any) -> list[tuple[list[int], list[int]]]:
+        """The executor's warm-start (prompt ids, target ids) for a ``WarmStartConfig``."""
+
+    def adversary_demonstrations(self, io: Any, tokenizer: Any, n: int, seed: int) -> list[tuple[list[int], list[int]]]:
+        """The adversary's warm-start (prompt ids, target ids)."""
+
+    def first_observation(self, task: Any) -> dict:
+        """The observation ``reset`` gives for ``task``."""
+
+    def parse_action(self, text: str, task: Any) -> Any:
+        """One executor action for ``task`` (ValueError when it does not parse)."""
+
+    def eval_pool(self, level: int, n: int, seed: int) -> list:
+        """``n`` evaluation tasks at ``level`` (generated, unseen in training)."""
+
+    def frozen_sample(self, per_group: int) -> list:
+        """``per_group`` frozen tasks per group (web: stratum; ledger: protocol)."""
+
+    def episode_metrics(self, infos: Sequence[dict]) -> dict:
+        """The world's own metrics over finished episodes' last ``info`` (may be empty)."""
+
+    def injectable(self, task: Any) -> bool:
+        """Whether ``task`` has an injection surface."""
 
 
 class ScriptedOracle:
