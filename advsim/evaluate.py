@@ -310,9 +310,10 @@ def evaluate(run_dir: str | Path, tasks: str = "sample:2", seeds: int = 1, brows
             if pool_alphas and attacked_here and cfg.eval.reactive:
                 from advsim.attacks import RoleAdversary
 
-                def reactive(lv, v=versions(last_adv)["adversary"]):
-                    return RoleAdversary(learner.engine, io, f"adversary@{v}", temperature=r.proposal_temp(),
-                                         max_new_tokens=min(256, r.proposal_max_new_tokens), seed=9_201 + lv)
+                v_adv = versions(last_adv)["adversary"]
+                reactive = lambda lv, v=v_adv: RoleAdversary(  # noqa: E731
+                    learner.engine, io, f"adversary@{v}", temperature=r.proposal_temp(),
+                    max_new_tokens=min(256, r.proposal_max_new_tokens), seed=9_201 + lv)
             res["levels"] = _pool_columns(run_set, ex, pool, pool_alphas if attacked_here else {}, reactive)
         if browser:
             from worlds.web.browser import BrowserWorld

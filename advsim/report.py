@@ -12,7 +12,6 @@ Plots (matplotlib, Agg backend):
 from __future__ import annotations
 
 import io
-import statistics
 from pathlib import Path
 
 from forms_bench import STRATA

@@ -183,6 +183,16 @@ class CoevolutionSuite(TaskSuite, Protocol):
         """Whether ``task`` has an injection surface."""
 
 
+def first_observation(suite: TaskSuite, task) -> dict:
+    """The observation ``suite``'s environment gives at ``reset`` for ``task`` (no injection)."""
+    env = suite.make_env()
+    try:
+        obs, _ = env.reset(options=suite.reset_options(task))
+    finally:
+        env.close()
+    return obs
+
+
 class ScriptedOracle:
     """An :class:`Oracle` that plays a fixed list of action texts, then ``fallback``.
 
@@ -385,12 +395,7 @@ class WebFormsSuite:
 
     def first_observation(self, task) -> dict:
         """The observation ``reset`` gives for ``task`` (no injection)."""
-        env = self.make_env()
-        try:
-            obs, _ = env.reset(options=self.reset_options(task))
-        finally:
-            env.close()
-        return obs
+        return first_observation(self, task)
 
     def parse_action(self, text: str, task) -> Any:
         """One executor action (BrowserGym syntax), or ValueError."""
@@ -712,12 +717,7 @@ class EvidenceLedgerSuite:
 
     def first_observation(self, task) -> dict:
         """The observation ``reset`` gives for ``task`` (no injection)."""
-        env = self.make_env()
-        try:
-            obs, _ = env.reset(options=self.reset_options(task))
-        finally:
-            env.close()
-        return obs
+        return first_observation(self, task)
 
     def parse_action(self, text: str, task) -> Any:
         """One call of ``task``'s tools (:func:`forms_bench.actions.parse_call`), or ValueError."""
