@@ -349,6 +349,19 @@ def demo_cmd(
     learner.engine_log = log
     run = train(cfg, run_dir, resume=resume, learner=learner)
     t1 = time.perf_counter()
+    if cfg.world.name != "web":  # no browser/corpus columns outside the web world: the suite's evaluation
+        from advsim.suite_eval import evaluate_suite, suite_summary
+
+        results = evaluate_suite(run.path, learner=learner)
+        summary = suite_summary(run.path, results, (time.perf_counter() - t0) / 60)
+        from forms_bench.atomic import atomic_write_text
+
+        atomic_write_text(run.path / "demo.json", json.dumps(summary, indent=2, sort_keys=True))
+        typer.echo(f"training {t1 - t0:.0f} s, evaluation {time.perf_counter() - t1:.0f} s, "
+                   f"total {summary['minutes']:.1f} min")
+        typer.echo(f"report: {run.path / 'report.md'}")
+        _write_json(json_out, summary)
+        return
     results = evaluate(run.path, tasks="all" if full else cfg.eval.tasks, seeds=cfg.eval.seeds,
                        browser=cfg.eval.browser, attacked_browser=cfg.eval.attacked_browser,
                        corpus_attacks=cfg.eval.corpus, learner=learner)

@@ -184,6 +184,31 @@ def evaluate_suite(run_dir: str | Path, learner=None, io=None, console: Console 
     return results
 
 
+def suite_summary(run_dir: str | Path, results: dict, minutes: float) -> dict:
+    """Headline numbers of a run evaluated by :func:`evaluate_suite` (``advsim demo --json``):
+    ``minutes``, the warm start's held-out ``parse_rate`` per role, per stage-1 iteration the
+    executor's ``informative_group_fraction`` and ``curriculum_reward_max``, per stage-2 iteration
+    the flip rates, per update the rollout/training ``diff_max``, and clean success per level and
+    checkpoint (k, n, rate, Wilson interval)."""
+    from advsim.run import RunDir
+
+    events = RunDir(run_dir).read("events.jsonl")
+    ws = next((e["warmstart"] for e in events if "warmstart" in e), {})
+    fc = ws.get("format_check", {})
+    s1 = [e for e in events if e.get("stage") == 1]
+    s2 = [e for e in events if e.get("stage") == 2]
+    diffs = [e[role]["diff"]["max"] for e in s1 + s2 for role in ("curriculum", "adversary", "executor")
+             if isinstance(e.get(role), dict) and e[role].get("diff")]
+    return {"world": results["world"], "minutes": round(minutes, 2),
+            "parse_rate": {r: fc.get(f"{r}_parse_rate") for r in ("executor", "curriculum", "adversary")},
+            "informative_group_fraction": [e["executor"].get("informative_group_fraction") for e in s1],
+            "curriculum_reward_max": [e.get("curriculum_reward_max") for e in s1],
+            "flip_rate": [e.get("flip_rate") for e in s2], "null_flip_rate": [e.get("null_flip_rate") for e in s2],
+            "diff_max": max(diffs) if diffs else None,
+            "levels": {name: {k: {x: v["clean"][x] for x in ("k", "n", "rate", "ci_low", "ci_high")}
+                              for k, v in res["levels"].items()} for name, res in results["checkpoints"].items()}}
+
+
 def _pct(x: dict | None) -> str:
     """``k/n = r % [lo–hi]`` of a :func:`rate` dict or an aggregate ``{"num", "den"}`` rate."""
     if not x:

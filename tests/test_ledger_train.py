@@ -87,3 +87,8 @@ def test_suite_evaluation_of_a_ledger_run_reports_per_protocol_with_intervals(tm
     assert smp["proposals"] == 5 and smp["injectable"] == 4 and smp["parsed"] == 4  # Legacy has no tool results
     report = (tmp_path / "report.md").read_text()
     assert "| robust-iter-1 | level 0 | 0/2 = 0 % [0–66] |" in report and "## Per protocol (SafeActBench)" in report
+    from advsim.suite_eval import suite_summary
+
+    summary = suite_summary(tmp_path, res, 1.5)
+    assert summary["world"] == "evidence-ledger" and summary["minutes"] == 1.5
+    assert summary["levels"]["robust-iter-1"]["0"]["n"] == 2 and summary["flip_rate"] == [None]
