@@ -1,0 +1,270 @@
+"""The task-suite protocol (:class:`TaskSuite`, :class:`CoevolutionSuite`), scripted oracles and the
+suite self-check (:func:`check_suite`) that both worlds pass through it. See :mod:`advsim.suites`."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Protocol, Sequence, runtime_checkable
+
+import gymnasium as gym
+
+
+@runtime_checkable
+class Oracle(Protocol):
+    """A scripted policy: the next action text from the last observation and ``info``."""
+
+    def act(self, obs: dict, info: dict) -> str:
+        """The action to take now (an action string the env parses)."""
+
+
+@runtime_checkable
+class TaskSuite(Protocol):
+    """What rollouts, rewards, stages and evaluation need from a world (see the module docstring).
+
+    Attributes:
+        name: the suite's name (``"web-forms"``, ``"evidence-ledger"``).
+        env_id: the Gymnasium id of its environment.
+    """
+
+    name: str
+    env_id: str
+
+    def tasks(self) -> list:
+        """The suite's frozen tasks, in a fixed order."""
+
+    def task_id(self, task: Any) -> str:
+        """A task's id (unique within the suite)."""
+
+    def make_env(self, max_steps: int | None = None) -> gym.Env:
+        """A new environment of this world (``max_steps`` None: the env's default)."""
+
+    def reset_options(self, task: Any, injection: Any = None) -> dict:
+        """``reset(options=…)`` that plays ``task`` (with ``injection`` on its injection surface)."""
+
+    def executor_prompt(self, io: Any) -> Callable[[dict, Sequence[str]], list[int]]:
+        """The executor's prompt builder for this world: ``(observation, previous actions) -> ids``,
+        from the roles' :class:`policies.roles.RoleIO`."""
+
+    def observation_text(self, obs: dict) -> str:
+        """The part of an observation that changes with the agent's actions (web: the page;
+        ledger: the last tool result), as an LM judge reads the final one."""
+
+    def ground_truth(self, task: Any) -> Oracle:
+        """An oracle that solves ``task``."""
+
+    def negative_controls(self, task: Any) -> dict[str, tuple[Oracle, str]]:
+        """Named oracles that must fail ``task``, each with a substring the verdict's reasons
+        must contain."""
+
+    def success(self, info: dict) -> bool:
+        """The utility check at episode end, from the env's last ``info``."""
+
+
+@runtime_checkable
+class CoevolutionSuite(TaskSuite, Protocol):
+    """A :class:`TaskSuite` the two co-evolution stages, the warm start and
+    :func:`advsim.suite_eval.evaluate_suite` can run in. Proposals and injections are the
+    world's pydantic types (``model_dump`` / ``model_copy`` / ``.level`` are used as they are).
+
+    Attributes:
+        top_level: the highest difficulty level.
+    """
+
+    top_level: int
+
+    def curriculum_hints(self) -> list[str]:
+        """What the curriculum is asked to propose for, in turn (web: strata; ledger: domains)."""
+
+    def task_hint(self, task: Any) -> str:
+        """The hint a task belongs to."""
+
+    def random_proposal(self, rng: Any, level: int | None = None, hint: str | None = None) -> Any:
+        """A proposal drawn with ``rng`` (probes, the curriculum's warm start)."""
+
+    def curriculum_prompt(self, io: Any, hint: str, lines: Sequence[str]) -> list[int]:
+        """The curriculum's prompt ids for a hint and history lines (spec -> p̂)."""
+
+    def parse_proposal(self, io: Any, text: str) -> Any:
+        """A proposal from the curriculum's output (ValueError naming the field)."""
+
+    def proposal_from_dict(self, data: dict) -> Any:
+        """A logged proposal back."""
+
+    def proposal_json(self, proposal: Any) -> str:
+        """A proposal as the curriculum writes it."""
+
+    def instantiate(self, proposal: Any) -> Any:
+        """The task a proposal asks for (ValueError: not instantiable; AdvSim2Real's ν = 0)."""
+
+    def task_text(self, task: Any) -> str:
+        """What determines a task, for R_C's lexical repetition clusters."""
+
+    def control_actions(self, task: Any) -> list[str]:
+        """The ground truth's actions (a successful control shown to the adversary)."""
+
+    def adversary_prompt(self, io: Any, task: Any, control: Sequence[str]) -> list[int]:
+        """The adversary's prompt ids for a task and a successful control's actions."""
+
+    def parse_injection(self, io: Any, text: str, task: Any = None) -> Any:
+        """α from the adversary's output (ValueError)."""
+
+    def null_injection(self, like: Any) -> Any:
+        """Benign text of α's length at α's transition (the null control of R_A)."""
+
+    def injection_from_dict(self, data: dict) -> Any:
+        """A logged α back."""
+
+    def task_to_dict(self, task: Any) -> dict:
+        """A task as JSON-able data (the stage-2 attack history in checkpoints)."""
+
+    def task_from_dict(self, data: dict) -> Any:
+        """A task back from :meth:`task_to_dict`."""
+
+    def training_tasks(self, n: int, seed: int, levels: dict[int, float] | None = None) -> list:
+        """``n`` training tasks at ``levels`` (weights), never the frozen test tasks."""
+
+    def executor_demonstrations(self, io: Any, tokenizer: Any, w: Any) -> list[tuple[list[int], list[int]]]:
+        """The executor's warm-start (prompt ids, target ids) for a ``WarmStartConfig``."""
+
+    def adversary_demonstrations(self, io: Any, tokenizer: Any, n: int, seed: int) -> list[tuple[list[int], list[int]]]:
+        """The adversary's warm-start (prompt ids, target ids)."""
+
+    def first_observation(self, task: Any) -> dict:
+        """The observation ``reset`` gives for ``task``."""
+
+    def parse_action(self, text: str, task: Any) -> Any:
+        """One executor action for ``task`` (ValueError when it does not parse)."""
+
+    def eval_pool(self, level: int, n: int, seed: int) -> list:
+        """``n`` evaluation tasks at ``level`` (generated, unseen in training)."""
+
+    def frozen_sample(self, per_group: int) -> list:
+        """``per_group`` frozen tasks per group (web: stratum; ledger: protocol)."""
+
+    def episode_metrics(self, infos: Sequence[dict]) -> dict:
+        """The world's own metrics over finished episodes' last ``info`` (may be empty)."""
+
+    def injectable(self, task: Any) -> bool:
+        """Whether ``task`` has an injection surface."""
+
+
+def first_observation(suite: TaskSuite, task) -> dict:
+    """The observation ``suite``'s environment gives at ``reset`` for ``task`` (no injection)."""
+    env = suite.make_env()
+    try:
+        obs, _ = env.reset(options=suite.reset_options(task))
+    finally:
+        env.close()
+    return obs
+
+
+class ScriptedOracle:
+    """An :class:`Oracle` that plays a fixed list of action texts, then ``fallback``.
+
+    Args:
+        actions: action texts in order.
+        fallback: what to play once the list is exhausted (an episode-ending action).
+    """
+
+    def __init__(self, actions: Sequence[str], fallback: str):
+        self.actions = list(actions)
+        self.fallback = fallback
+        self._i = 0
+
+    def act(self, obs: dict, info: dict) -> str:
+        """The next action of the list (``fallback`` after the last)."""
+        if self._i < len(self.actions):
+            self._i += 1
+            return self.actions[self._i - 1]
+        return self.fallback
+
+
+# ------------------------------------------------------------------------------ self-check
+@dataclass
+class SuiteCheck:
+    """Result of :func:`check_suite`.
+
+    Attributes:
+        suite: the suite's name.
+        runs: per category (``"ground_truth"``, ``"control:<name>"``) ``[passed, total]`` episodes.
+        failures: one line per episode that did not behave (task id, category, what happened).
+        seconds: wall time of the check.
+    """
+
+    suite: str
+    runs: dict[str, list[int]] = field(default_factory=dict)
+    failures: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        """True when every ground truth succeeded and every negative control failed with its reason."""
+        return not self.failures and bool(self.runs)
+
+    def to_dict(self) -> dict:
+        """JSON-able form (``advsim suite check --json``)."""
+        return {"suite": self.suite, "ok": self.ok, "runs": self.runs, "failures": self.failures,
+                "seconds": round(self.seconds, 3)}
+
+
+def play(suite: TaskSuite, env: gym.Env, task, oracle: Oracle, max_steps: int) -> tuple[float, dict, int]:
+    """Play one episode of ``task`` with ``oracle`` through the Gymnasium API.
+
+    Returns:
+        ``(reward, info, steps)``: the last step's reward and ``info`` and the number of steps.
+
+    Raises:
+        RuntimeError: the episode did not end within ``max_steps`` + 1 steps (the env must
+            truncate by then: a broken step limit).
+    """
+    obs, info = env.reset(options=suite.reset_options(task))
+    for n in range(1, max_steps + 2):
+        obs, reward, terminated, truncated, info = env.step(oracle.act(obs, info))
+        if terminated or truncated:
+            return float(reward), info, n
+    raise RuntimeError(f"{suite.task_id(task)}: the episode did not end after {max_steps + 1} steps")
+
+
+def check_suite(suite: TaskSuite, tasks: Sequence | None = None, max_steps: int = 40) -> SuiteCheck:
+    """The suite self-check through the shared protocol: play every task's ground truth and
+    negative controls in the suite's own environment (Gymnasium API, nothing reached behind it).
+
+    A ground truth passes when the episode succeeds (``suite.success(info)`` and reward 1); a
+    negative control passes when it fails (reward 0) with its reason among ``info["reasons"]``.
+
+    Args:
+        suite: any :class:`TaskSuite`.
+        tasks: the tasks to check (default: all of ``suite.tasks()``).
+        max_steps: the env's step limit for the check.
+
+    Returns:
+        A :class:`SuiteCheck`; ``.ok`` is True when nothing failed.
+    """
+    t0 = time.perf_counter()
+    report = SuiteCheck(suite.name)
+    env = suite.make_env(max_steps=max_steps)
+    try:
+        for task in (suite.tasks() if tasks is None else tasks):
+            tid = suite.task_id(task)
+            runs = [("ground_truth", suite.ground_truth(task), None)]
+            runs += [(f"control:{name}", oracle, want) for name, (oracle, want) in suite.negative_controls(task).items()]
+            for cat, oracle, want in runs:
+                reward, info, _ = play(suite, env, task, oracle, max_steps)
+                ok_success = suite.success(info)
+                reasons = list(info.get("reasons", []))
+                if want is None:
+                    good = ok_success and reward == 1.0
+                    what = f"reward {reward}, reasons {reasons}"
+                else:
+                    good = not ok_success and reward == 0.0 and any(want in r for r in reasons)
+                    what = f"reward {reward}, wanted a reason with {want!r}, got {reasons}"
+                c = report.runs.setdefault(cat, [0, 0])
+                c[0] += int(good)
+                c[1] += 1
+                if not good:
+                    report.failures.append(f"{tid} {cat}: {what}")
+    finally:
+        env.close()
+    report.seconds = time.perf_counter() - t0
+    return report
