@@ -468,3 +468,23 @@ def test_external_server_is_shared_and_left_running():
         assert len(world.process_ids()["browser"]) == 1
         world.close()
         assert world.process_ids()["browser"] == []
+
+
+def test_a_hung_driver_start_is_killed_and_raises(monkeypatch):
+    """`sync_playwright().start()` once hung in CI: the start guard kills the driver process it
+    launched (a new descendant with `run-driver` in its command line) and the world's error is
+    raised instead of blocking forever."""
+    import subprocess
+    import sys
+
+    from worlds.web import chromium
+
+    class HungStart:
+        def start(self):
+            proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", "run-driver"])
+            rc = proc.wait(timeout=30)  # returns only once the guard kills it
+            raise RuntimeError(f"driver exited with {rc}")
+
+    monkeypatch.setattr(chromium, "sync_playwright", lambda: HungStart())
+    with pytest.raises(chromium.BrowserWorldError, match=r"did not start within 0.5 s \(killed\): driver exited with -9"):
+        chromium._start_driver(0.5)

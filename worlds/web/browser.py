@@ -59,32 +59,22 @@ from __future__ import annotations
 import itertools
 import logging
 import os
-import signal
-import threading
 import time
 from collections import deque
 from typing import Any, Callable, Sequence, TypeVar
 
 from playwright.sync_api import Error as PlaywrightError
 from playwright.sync_api import TimeoutError as PlaywrightTimeoutError
-from playwright.sync_api import sync_playwright
 
 from forms_bench.actions import Action
 from forms_bench.schema import Task
 from forms_bench.server import PageServer
 from worlds.web.axtree import FRAME_ROLES, AXDocument, AXNode, DomBids, dom_bids, from_cdp, serialize
+from worlds.web.chromium import (CHROMIUM_ARGS, CHROMIUM_PATH, BrowserWorldError, _cmdline,  # noqa: F401
+                                 _descendants, _SharedPlaywright, _Watchdog)
 from worlds.web.world import ActionError, EpisodeRecord, Target, _describe, resolve
 
 log = logging.getLogger(__name__)
-
-CHROMIUM_PATH = "/usr/bin/chromium"
-"""Debian's Chromium (``apt-get install chromium``)."""
-
-CHROMIUM_ARGS: tuple[str, ...] = (
-    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-    "--disable-background-networking", "--disable-component-update", "--disable-sync",
-)
-"""Launch flags measured on these machines (ENVIRONMENT.md, "Browser")."""
 
 _WORLD_IDS = itertools.count()
 T = TypeVar("T")
@@ -150,61 +140,6 @@ _ELEMENT_STATE_JS = """([selector, pointer, editable]) => {
 }"""
 
 
-class _SharedPlaywright:
-    """One Playwright driver per thread, shared by the BrowserWorlds of that thread (the sync
-    API allows only one running instance per thread); stopped when its last user releases it."""
-
-    _lock = threading.Lock()
-    _by_thread: dict[int, list] = {}
-
-    @classmethod
-    def acquire(cls):
-        tid = threading.get_ident()
-        with cls._lock:
-            entry = cls._by_thread.get(tid)
-            if entry is None:
-                entry = cls._by_thread[tid] = [sync_playwright().start(), 0]
-            entry[1] += 1
-            return entry[0]
-
-    @classmethod
-    def is_current(cls, pw) -> bool:
-        """Whether ``pw`` is still a registered (not discarded) driver."""
-        with cls._lock:
-            return any(entry[0] is pw for entry in cls._by_thread.values())
-
-    @classmethod
-    def discard(cls, pw) -> None:
-        """Forget a driver that died (its users acquire a new one) and stop what is left of it."""
-        with cls._lock:
-            for tid, entry in list(cls._by_thread.items()):
-                if entry[0] is pw:
-                    del cls._by_thread[tid]
-        try:
-            pw.stop()
-        except Exception as e:  # noqa: BLE001 - it is dead already
-            log.debug("BrowserWorld: stopping a dead Playwright driver: %s", e)
-
-    @classmethod
-    def release(cls, pw) -> None:
-        with cls._lock:
-            for tid, entry in list(cls._by_thread.items()):
-                if entry[0] is pw:
-                    entry[1] -= 1
-                    if entry[1] > 0:
-                        return
-                    del cls._by_thread[tid]
-                    break
-            else:
-                return
-        pw.stop()
-
-
-class BrowserWorldError(RuntimeError):
-    """Chromium could not be (re)started or the page could not be restored after
-    ``max_restarts`` consecutive attempts."""
-
-
 class _Restart(Exception):
     """Internal: an interaction failed and the page must be restored."""
 
@@ -219,100 +154,6 @@ def _css_string(s: str) -> str:
         else:
             out.append(ch)
     return '"' + "".join(out) + '"'
-
-
-def _descendants(pid: int) -> list[int]:
-    """Process ids below ``pid`` (Linux ``/proc``); empty elsewhere."""
-    children: dict[int, list[int]] = {}
-    try:
-        entries = os.listdir("/proc")
-    except OSError:
-        return []
-    for d in entries:
-        if not d.isdigit():
-            continue
-        try:
-            with open(f"/proc/{d}/stat", "rb") as fh:
-                ppid = int(fh.read().rsplit(b")", 1)[1].split()[1])
-        except (OSError, IndexError, ValueError):
-            continue
-        children.setdefault(ppid, []).append(int(d))
-    out, todo = [], [pid]
-    while todo:
-        for c in children.get(todo.pop(), ()):
-            out.append(c)
-            todo.append(c)
-    return out
-
-
-def _cmdline(pid: int) -> bytes:
-    """The command line of a process, arguments joined by spaces (Chromium's child processes
-    rewrite theirs into one string); b'' if it is gone."""
-    try:
-        with open(f"/proc/{pid}/cmdline", "rb") as fh:
-            return fh.read().replace(b"\0", b" ")
-    except OSError:
-        return b""
-
-
-class _Watchdog:
-    """Kills this world's Chromium (by its pid, found through a unique command-line marker
-    among this process's descendants) when an armed deadline passes, so a hung Playwright call
-    returns with an error instead of blocking forever."""
-
-    def __init__(self, name: str) -> None:
-        self._cond = threading.Condition()
-        self._deadline: float | None = None
-        self._what = ""
-        self.marker: str | None = None
-        self.fired = False
-        self.closed = False
-        self._thread = threading.Thread(target=self._run, name=f"{name}-watchdog", daemon=True)
-        self._thread.start()
-
-    def arm(self, seconds: float, what: str) -> None:
-        with self._cond:
-            self._deadline = time.monotonic() + seconds
-            self._what = what
-            self._cond.notify()
-
-    def disarm(self) -> None:
-        with self._cond:
-            self._deadline = None
-
-    def close(self) -> None:
-        with self._cond:
-            self.closed = True
-            self._cond.notify()
-
-    def _run(self) -> None:
-        with self._cond:
-            while not self.closed:
-                if self._deadline is None:
-                    self._cond.wait()
-                    continue
-                left = self._deadline - time.monotonic()
-                if left > 0:
-                    self._cond.wait(left)
-                    continue
-                self._deadline = None
-                self.fired = True
-                self._kill()
-
-    def _kill(self) -> None:
-        marker = (self.marker or "").encode()
-        pids = [p for p in _descendants(os.getpid())
-                if marker and marker in _cmdline(p) and b"--type=" not in _cmdline(p)]
-        if not pids:
-            log.error("BrowserWorld watchdog: %s hung and Chromium's process was not found", self._what)
-            return
-        log.warning("BrowserWorld watchdog: %s did not answer in time; killing Chromium (pid %s)",
-                    self._what, ", ".join(map(str, pids)))
-        for p in pids:
-            try:
-                os.kill(p, signal.SIGKILL)
-            except OSError:
-                pass
 
 
 class BrowserWorld:
