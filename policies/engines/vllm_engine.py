@@ -1,0 +1,252 @@
+"""VLLMEngine: in-process vLLM with per-request LoRA adapters and bit-consistent log-probs
+(see :mod:`policies.engines`)."""
+
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+from typing import Any, Sequence, Union
+
+from policies.adapters import AdapterRef
+
+log = logging.getLogger(__name__)
+
+AdapterSpec = Union[AdapterRef, str, None]
+
+from policies.engines.base import Generation, GenerationRequest, _per_sequence, check_engine_settings
+
+
+def _patches_installed() -> bool:
+    from policies import vllm_cpu_patches
+
+    return vllm_cpu_patches.installed()
+
+
+def install_vllm_cpu_patches(consistency: bool = True) -> bool:
+    """Install the vLLM-CPU batch-invariance fixes (see :mod:`policies.vllm_cpu_patches`);
+    ``consistency=False``: only the LoRA-kernel rewrite (a benchmark baseline)."""
+    from policies import vllm_cpu_patches
+
+    return vllm_cpu_patches.install(consistency)
+
+
+class VLLMEngine:
+    """In-process vLLM engine with per-request LoRA adapters and bit-consistent log-probs.
+
+    Args:
+        model: backbone name or local checkpoint folder (see
+            :func:`policies.backbone.resolve_backbone`).
+        max_model_len: longest prompt + completion (tokens).
+        max_num_seqs: most sequences per engine step.
+        enable_lora, max_lora_rank, max_loras: vLLM LoRA settings; ``max_loras`` adapters can
+            share one step (4 = three roles + a new version).
+        kv_cache_gib: KV-cache memory (``VLLM_CPU_KVCACHE_SPACE``, GiB).
+        threads: torch/OpenMP threads, set before ``LLM()`` (later changes are ignored).
+        consistent: install :func:`install_vllm_cpu_patches` (the bit-consistency fixes).
+            Must be decided before the first engine of the process starts.
+        lora_kernels: with ``consistent=False``, still install the LoRA-kernel rewrite alone
+            (``advsim bench throughput``'s baseline that isolates the contract's cost); False
+            (default) is vLLM-CPU as shipped. Ignored when ``consistent=True`` (always installed).
+        enable_prefix_caching: vLLM automatic prefix caching (scoring requests skip reading it).
+        seed: engine seed.
+        vllm_cache_root: ``VLLM_CACHE_ROOT`` (default: under :func:`policies.backbone.cache_root`).
+        device: ``"cpu"`` (this build: vllm-cpu; ``"cuda"`` raises ``ValueError``).
+        dtype: ``"float32"`` (vLLM on the CPU runs in fp32 here; anything else raises ``ValueError``).
+
+    Adapters are registered with :meth:`add_adapter`; each registration gets a new integer
+    LoRA id, so a new version never reuses prefix-cache blocks of an old one. :meth:`close`
+    drops the ``LLM`` object (vLLM frees its KV cache with it).
+
+    Raises:
+        ValueError: ``device``/``dtype`` this build cannot run (:func:`check_engine_settings`).
+    """
+
+    request_type = GenerationRequest  # what generate() takes (judges build requests from it)
+
+    def __init__(self, model: str | os.PathLike = "smollm2-135m-instruct", *, max_model_len: int = 2048,
+                 max_num_seqs: int = 16, enable_lora: bool = True, max_lora_rank: int = 16,
+                 max_loras: int = 4, kv_cache_gib: float = 1, threads: int = 2,
+                 consistent: bool = True, lora_kernels: bool = False, enable_prefix_caching: bool = True,
+                 seed: int = 0,
+                 max_num_batched_tokens: int | None = None, llm_kwargs: dict | None = None,
+                 vllm_cache_root: str | os.PathLike | None = None, device: str = "cpu",
+                 dtype: str = "float32") -> None:
+        from policies.backbone import cache_root, load_tokenizer, resolve_backbone
+
+        check_engine_settings("vllm", device, dtype)
+        path = resolve_backbone(model)
+        os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
+        os.environ["VLLM_CPU_KVCACHE_SPACE"] = str(kv_cache_gib)
+        os.environ.setdefault("VLLM_CACHE_ROOT", str(vllm_cache_root or (cache_root() / "vllm")))
+        os.environ["OMP_NUM_THREADS"] = str(threads)
+        import torch
+
+        torch.set_num_threads(threads)
+        self._device = torch.device(device)
+        if consistent:
+            install_vllm_cpu_patches()
+        elif lora_kernels:
+            install_vllm_cpu_patches(consistency=False)
+        if not consistent and _patches_installed():
+            log.warning("VLLMEngine(consistent=False) in a process where the consistency patches "
+                        "are already installed: it runs consistent anyway")
+        from vllm import LLM
+
+        self.path = Path(path)
+        self.tokenizer = load_tokenizer(path)
+        self.enable_lora = enable_lora
+        self.consistent = consistent
+        self.max_model_len = max_model_len
+        self.max_num_seqs = max_num_seqs
+        self.max_num_batched_tokens = max(max_model_len, max_num_batched_tokens or 8192)
+        kwargs: dict[str, Any] = dict(
+            model=str(path), tokenizer=str(path), dtype=dtype, enforce_eager=True,
+            max_model_len=max_model_len, max_num_seqs=max_num_seqs,
+            max_num_batched_tokens=self.max_num_batched_tokens, enable_chunked_prefill=False,
+            enable_prefix_caching=enable_prefix_caching, seed=seed,
+        )
+        if enable_lora:
+            kwargs.update(enable_lora=True, max_lora_rank=max_lora_rank, max_loras=max_loras,
+                          max_cpu_loras=max(max_loras, 8))
+        kwargs.update(llm_kwargs or {})
+        self.llm = LLM(**kwargs)
+        self._loras: dict[AdapterRef, Any] = {}
+        self._next_lora_id = 0
+
+    @property
+    def device(self):
+        """``torch.device`` the engine computes on (``cpu`` in this build)."""
+        return self._device
+
+    def close(self) -> None:
+        """Drop the ``LLM`` object (vLLM frees its KV cache and weights with it); idempotent.
+        Later :meth:`generate`/:meth:`score` calls raise ``RuntimeError``."""
+        self.llm = None
+
+    def _open_llm(self):
+        if self.llm is None:
+            raise RuntimeError("this VLLMEngine is closed")
+        return self.llm
+
+    # -- adapters -------------------------------------------------------------------------
+    def add_adapter(self, ref: AdapterRef | str, path: str | os.PathLike) -> int:
+        """Register adapter version ``ref`` stored in peft folder ``path``; returns its new LoRA int id.
+
+        Registering the same ``ref`` again (e.g. re-saved weights) gets a new id and a new LoRA
+        name (``"executor@3#5"``) as well, so no prefix-cache block computed with the old
+        weights is reused (vLLM hashes blocks by LoRA name and path).
+        """
+        from vllm.lora.request import LoRARequest
+
+        if not self.enable_lora:
+            raise RuntimeError("this VLLMEngine was started with enable_lora=False")
+        ref = AdapterRef.parse(ref)
+        self._next_lora_id += 1
+        # vLLM keys prefix-cache blocks by (lora_name, lora_path), not by the int id: a unique
+        # name per registration keeps a re-saved folder from hitting stale cached blocks.
+        self._loras[ref] = LoRARequest(f"{ref}#{self._next_lora_id}", self._next_lora_id, str(path))
+        return self._next_lora_id
+
+    def lora_request(self, ref: AdapterSpec):
+        """The ``LoRARequest`` for ``ref`` (None for the backbone).
+
+        Raises:
+            KeyError: ``ref`` was never registered with :meth:`add_adapter`.
+        """
+        if ref is None:
+            return None
+        ref = AdapterRef.parse(ref)
+        try:
+            return self._loras[ref]
+        except KeyError:
+            raise KeyError(f"adapter {ref} is not registered with this engine "
+                           f"(registered: {', '.join(map(str, self._loras)) or 'none'})") from None
+
+    # -- protocol --------------------------------------------------------------------------
+    def generate(self, requests: Sequence[GenerationRequest]) -> list[Generation]:
+        """Sample completions for a batch of requests (mixed adapters allowed) in one vLLM call.
+
+        Returns:
+            One :class:`Generation` per request, in order, with the sampled token ids and the
+            engine's log-prob of each (``logprobs=0``: the sampled token only).
+
+        Raises:
+            ValueError: a prompt is empty or prompt + max_new_tokens exceeds ``max_model_len``.
+            KeyError: an unregistered adapter.
+            RuntimeError: the engine is closed.
+        """
+        from vllm import SamplingParams
+        from vllm.inputs import TokensPrompt
+
+        if not requests:
+            return []
+        llm = self._open_llm()
+        eos = self.tokenizer.eos_token_id
+        prompts, params, loras = [], [], []
+        for r in requests:
+            if len(r.prompt_ids) == 0:
+                raise ValueError("empty prompt")
+            if len(r.prompt_ids) + r.max_new_tokens > self.max_model_len:
+                raise ValueError(f"prompt of {len(r.prompt_ids)} tokens + {r.max_new_tokens} new "
+                                 f"exceeds max_model_len={self.max_model_len}")
+            prompts.append(TokensPrompt(prompt_token_ids=list(r.prompt_ids)))
+            stops = sorted({eos, *r.stop_token_ids} - {None})
+            params.append(SamplingParams(
+                n=1, temperature=r.temperature, top_p=r.top_p, top_k=r.top_k if r.top_k > 0 else 0,
+                max_tokens=r.max_new_tokens, seed=r.seed, logprobs=0, stop_token_ids=stops,
+                skip_special_tokens=True))
+            loras.append(self.lora_request(r.adapter_ref()))
+        outs = llm.generate(prompts, params, lora_request=loras if self.enable_lora else None, use_tqdm=False)
+        result = []
+        for r, o in zip(requests, outs):
+            c = o.outputs[0]
+            ids = list(c.token_ids)
+            lps = [float(step[t].logprob) for t, step in zip(ids, c.logprobs)]
+            result.append(Generation(r, ids, lps, r.adapter_ref(),
+                                     "stop" if c.finish_reason == "stop" else str(c.finish_reason),
+                                     c.text))
+        return result
+
+    def score(self, sequences: Sequence[Sequence[int]],
+              adapter: AdapterSpec | Sequence[AdapterSpec] = None) -> list[list[float]]:
+        """Log-prob of every token after the first, from the engine's prefill (``prompt_logprobs=0``).
+
+        Args:
+            sequences: token id lists, each of length 2 … ``max_model_len`` − 1.
+            adapter: one adapter for all, or one per sequence (None: backbone).
+
+        Returns:
+            Per sequence, ``len(seq) − 1`` floats; ``out[i] = log p(seq[i+1] | seq[:i+1])``.
+
+        With LoRA enabled, sequences are submitted one per ``LLM.generate`` call (vLLM-CPU
+        cannot hold two ``prompt_logprobs`` requests in one step with LoRA on); the values do
+        not depend on this grouping (tested).
+
+        Raises:
+            ValueError: a sequence shorter than 2 or not below ``max_model_len``.
+            KeyError: an unregistered adapter.
+            RuntimeError: the engine is closed.
+        """
+        from vllm import SamplingParams
+        from vllm.inputs import TokensPrompt
+
+        llm = self._open_llm()
+        adapters = _per_sequence(adapter, len(sequences))
+        for s in sequences:
+            if not 2 <= len(s) < self.max_model_len:
+                raise ValueError(f"cannot score a sequence of {len(s)} tokens "
+                                 f"(need 2 … {self.max_model_len - 1})")
+        sp = SamplingParams(max_tokens=1, temperature=0.0, prompt_logprobs=0, detokenize=False)
+        prompts = [TokensPrompt(prompt_token_ids=list(s)) for s in sequences]
+        loras = [self.lora_request(a) for a in adapters]
+        if self.enable_lora:
+            outs = [llm.generate([p], sp, lora_request=[lr], use_tqdm=False)[0]
+                    for p, lr in zip(prompts, loras)]
+        else:
+            outs = llm.generate(prompts, sp, use_tqdm=False) if prompts else []
+        result = []
+        for s, o in zip(sequences, outs):
+            pl = o.prompt_logprobs
+            result.append([float(pl[i][s[i]].logprob) for i in range(1, len(s))])
+        return result
