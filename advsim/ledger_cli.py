@@ -72,7 +72,7 @@ def check_cmd(
     """Validate a case file, run each case's reference solution and negative controls, and judge a trajectory."""
     from forms_bench.atomic import atomic_write_text
     from worlds.ledger.own import check_case, judge_actions, load_cases, read_actions
-    from worlds.ledger.schema import SuiteValidationError
+    from worlds.ledger.validation import SuiteValidationError
 
     try:
         suite = load_cases(cases)

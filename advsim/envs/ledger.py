@@ -120,7 +120,7 @@ class EvidenceLedgerEnv(gym.Env):
         cases: a user's own case file instead of the frozen suite (JSON in the case schema,
             ``docs/own-ledger-cases.md``; validated on load, no checksum): a ``str`` or
             ``os.PathLike``. Not together with ``suite_path`` (ValueError). A bad file raises
-            :class:`~worlds.ledger.schema.SuiteValidationError` naming the case and field.
+            :class:`~worlds.ledger.validation.SuiteValidationError` naming the case and field.
         render_mode: None or ``"ansi"``.
         tool_listing: ``"full"`` (default) or ``"compact"`` tool list in ``context``
             (ValueError otherwise).

@@ -256,7 +256,7 @@ class EvidenceLedgerSuite:
 
     def task_from_dict(self, data: dict):
         """A case back from :meth:`task_to_dict`, validated against the suite's declarations."""
-        from worlds.ledger.schema import validate_case
+        from worlds.ledger.validation import validate_case
 
         return validate_case(data, self.suite.tools, self.suite.entity_types)
 

@@ -21,9 +21,10 @@ earlier actions actually returned. Modules:
 from .evaluator import EpisodeResult, aggregate, evaluate
 from .ledger import Evidence, Ledger
 from .own import load_cases
-from .schema import DOMAINS, PROTOCOLS, Case, Suite, SuiteValidationError, ToolDecl
+from .schema import DOMAINS, PROTOCOLS, Case, Suite, ToolDecl
 from .suite import AGENTS, check, load_suite, reference_plan, run_plan
 from .tools import StepRecord, ToolWorld
+from .validation import SuiteValidationError
 
 __all__ = [
     "AGENTS", "DOMAINS", "PROTOCOLS", "Case", "EpisodeResult", "Evidence", "Ledger", "StepRecord", "Suite",

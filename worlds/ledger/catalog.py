@@ -4,7 +4,7 @@ The six domains themselves are declared in :mod:`worlds.ledger.domains`.
 
 Each tool is declared once here (name, information/consequential type, argument schema,
 description); :mod:`worlds.ledger.generate` turns these declarations into the frozen
-:class:`~worlds.ledger.schema.ToolDecl` records from which the prompt text and the JSON tool
+:class:`~worlds.ledger.declarations.ToolDecl` records from which the prompt text and the JSON tool
 schema are derived. Information tools are derived from entity kinds (``get_<kind>`` and, for
 kinds with a parent, ``list_<plural>``).
 

@@ -28,7 +28,8 @@ from typing import Literal, Optional, Sequence
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from .schema import DOMAINS, Case, SuiteValidationError, validate_case
+from .schema import DOMAINS, Case
+from .validation import SuiteValidationError, validate_case
 
 Protocol = Literal["V0", "V1", "V2", "V3"]
 TOP_LEVEL = 5
@@ -101,7 +102,7 @@ class LedgerProposal(BaseModel):
 @functools.lru_cache(maxsize=1)
 def _declarations():
     from .generate import declarations
-    from .schema import EntityTypeDecl, ToolDecl
+    from .declarations import EntityTypeDecl, ToolDecl
 
     tools, etypes = declarations()
     return ({k: ToolDecl.model_validate(v) for k, v in tools.items()},

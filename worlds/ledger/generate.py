@@ -24,7 +24,8 @@ from forms_bench.atomic import atomic_write_text
 
 from .catalog import ActT, Domain, Template
 from .domains import DOMAINS_CATALOG
-from .schema import DOMAINS, PROTOCOL_COUNTS, PROTOCOLS, VERDICTS, load_suite_dict
+from .schema import DOMAINS, PROTOCOL_COUNTS, PROTOCOLS, VERDICTS
+from .validation import load_suite_dict
 
 SUITE_VERSION = "advsim-ledger-1.0"
 SEED = 20260

@@ -4,14 +4,14 @@ The file (documented with a full example in ``docs/own-ledger-cases.md``) is the
 format with the bookkeeping made optional::
 
     {"version": "my-cases-1",                     # optional
-     "tools": {"get_time": {...}, ...},           # declarations (schema.ToolDecl); "name" optional
-     "entity_types": {"clock": {...}, ...},       # schema.EntityTypeDecl; "name" optional
+     "tools": {"get_time": {...}, ...},           # declarations.ToolDecl; "name" optional
+     "entity_types": {"clock": {...}, ...},       # declarations.EntityTypeDecl; "name" optional
      "cases": [{...}, ...]}                       # schema.Case; "template", "reads", "twin" optional
 
 ``final_answer`` and ``decide`` are the frozen suite's own declarations unless the file declares
 them. No checksum is needed or read (a checksum is for the frozen suite only,
 :func:`worlds.ledger.suite.load_suite`). Everything is validated before it is used and a bad
-file raises :class:`~worlds.ledger.schema.SuiteValidationError` whose message names the file,
+file raises :class:`~worlds.ledger.validation.SuiteValidationError` whose message names the file,
 the case id and the field path (``my.json: case own-1: spec.actions[0].args.memo: check
 'contains' needs a string parameter; memo is number``). Validation is linear in the file size.
 
@@ -32,9 +32,10 @@ from pathlib import Path
 from typing import Any, Sequence, Union
 
 from .evaluator import evaluate
-from .schema import Case, Suite, SuiteValidationError, load_suite_dict
+from .schema import Case, Suite
 from .suite import controls, count_reads, reference_plan, run_plan, variants
 from .tools import ToolWorld
+from .validation import SuiteValidationError, load_suite_dict
 
 TOP_LEVEL_KEYS = ("version", "seed", "description", "tools", "entity_types", "cases")
 """Keys a case file may have (``tools``, ``entity_types`` and ``cases`` are required)."""

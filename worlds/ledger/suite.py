@@ -24,8 +24,9 @@ from pathlib import Path
 from typing import Any, Callable, Optional, Sequence, Union
 
 from .evaluator import EpisodeResult, call_repr, evaluate
-from .schema import VERDICTS, ActionSpec, ArgSpec, Case, Suite, SuiteValidationError, ToolDecl, load_suite_dict
+from .schema import VERDICTS, ActionSpec, ArgSpec, Case, Suite, ToolDecl
 from .tools import ToolWorld, arg_matches, parse_number
+from .validation import SuiteValidationError, load_suite_dict
 
 DATA_DIR = Path(__file__).resolve().parent / "data"
 SUITE_PATH = DATA_DIR / "safeactbench.json"

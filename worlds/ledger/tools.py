@@ -2,7 +2,7 @@
 
 :class:`ToolWorld` takes one call text per step (``get_charge(charge_id='CH-2')``), parses it
 with :func:`forms_bench.actions.parse_call` (``ast`` and a linear bracket scan, never ``exec``), runs the
-declared tool semantics (:class:`~worlds.ledger.schema.ToolDecl`), records facts, changes and
+declared tool semantics (:class:`~worlds.ledger.declarations.ToolDecl`), records facts, changes and
 returned ids in the :class:`~worlds.ledger.ledger.Ledger`, and appends a :class:`StepRecord`.
 A bad call never raises: the step's ``error`` says what was wrong and the step counts.
 """
@@ -21,7 +21,8 @@ from typing import Any, Optional
 from forms_bench.actions import ActionParseError, parse_call
 
 from .ledger import Ledger
-from .schema import _PLACEHOLDER, VERDICTS, ArgSpec, Case, EntityTypeDecl, ToolDecl
+from .declarations import _PLACEHOLDER, EntityTypeDecl, ToolDecl
+from .schema import VERDICTS, ArgSpec, Case
 
 MAX_RESULT_CHARS = 16000
 """Tool results longer than this (JSON characters) are cut, with a marker."""
