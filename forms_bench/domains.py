@@ -2,7 +2,7 @@
 
 Each :class:`Domain` names the records, their columns, the form's decision field, the two
 protected fields, the forbidden controls and the final control of one workplace. The strata in
-:mod:`forms_bench.generate` are written once over these words, so every stratum exists in every
+:mod:`forms_bench.strata` are written once over these words, so every stratum exists in every
 domain. Person names and branch codes come in two disjoint halves: the frozen test set draws
 from one, training pools from the other.
 """
