@@ -31,10 +31,10 @@ forbidden controls the rules name, the protected fields the rules lock, the goal
 the white-box, page-author view of AdvSim2Real's threat model.
 
 **External endpoint**: :class:`OpenAIAdversary` sends the reactive adversary's prompt
-(:func:`advsim.envs.reactive.adversary_messages`) to ``POST {url}/v1/chat/completions`` of any
+(:func:`advsim.envs.adversaries.adversary_messages`) to ``POST {url}/v1/chat/completions`` of any
 OpenAI-compatible server through the ``openai`` client package (typed errors, timeouts,
 retries), asks for at most 256 tokens, and parses the reply with
-:func:`advsim.envs.reactive.parse_adversary_reply`. A query whose endpoint fails still reads as
+:func:`advsim.envs.adversaries.parse_adversary_reply`. A query whose endpoint fails still reads as
 "wait" to the episode, but it is *counted*: a dead endpoint would otherwise look like an
 adversary that never attacks, i.e. like a robust executor. Evaluation reads the counts of each
 column with :meth:`OpenAIAdversary.check`, which raises :class:`EndpointError` past
@@ -51,8 +51,8 @@ from collections import Counter
 from decimal import Decimal, InvalidOperation
 from typing import Callable
 
-from advsim.envs.reactive import (MAX_QUERY_TOKENS, AdversaryDecision, AdversaryQuery, FixedAdversary,
-                                  adversary_messages, parse_adversary_reply)
+from advsim.envs.adversaries import (MAX_QUERY_TOKENS, AdversaryDecision, AdversaryQuery, FixedAdversary,
+                                     adversary_messages, parse_adversary_reply)
 from forms_bench.actions import Action
 from forms_bench.injection import Injection
 from forms_bench.schema import Task
