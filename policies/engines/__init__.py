@@ -38,11 +38,11 @@ crash if chunked prefill splits their prompt (trap 1), so the engine disables ch
 from __future__ import annotations
 
 from policies.engines.base import (DEVICES, DTYPES, ENGINE_KINDS, Engine, EngineSettings, Generation,
-                                   GenerationRequest, _per_sequence, check_engine_settings, completion_scores,
+                                   GenerationRequest, _per_sequence, check_engine_settings, completion_scores, vllm_build,
                                    make_engine)
 from policies.engines.torch_engine import TorchEngine, token_logprobs_batch
 from policies.engines.vllm_engine import VLLMEngine, _patches_installed, install_vllm_cpu_patches
 
 __all__ = ["GenerationRequest", "Generation", "Engine", "EngineSettings", "ENGINE_KINDS", "DEVICES", "DTYPES",
-           "check_engine_settings", "make_engine", "completion_scores", "VLLMEngine", "TorchEngine",
+           "check_engine_settings", "vllm_build", "make_engine", "completion_scores", "VLLMEngine", "TorchEngine",
            "token_logprobs_batch", "install_vllm_cpu_patches", "_per_sequence", "_patches_installed"]

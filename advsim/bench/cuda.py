@@ -1,0 +1,466 @@
+"""``advsim bench consistency|throughput --device cuda``: the bit-consistency contract and its cost
+on an NVIDIA GPU (issue 15; *Bit-consistent RL*, ``../shared/sources/bit-consistent-rl.md``).
+
+Every configuration runs in its own process (vLLM's batch-invariant mode is read at import and
+is process-wide), on the embedded backbone (SmolLM2-135M-Instruct) in bfloat16, with three
+seeded random LoRA role adapters (r = 8, A, B ~ N(0, 0.05²)) and, later, a new executor version:
+
+* :data:`CONFIGS` ``contract`` — :class:`policies.engines.VLLMEngine` with ``consistent=True``
+  (``VLLM_BATCH_INVARIANT=1``), eager; ``contract+graphs`` — the same with CUDA graphs and
+  ``torch.compile``; ``default`` — vLLM as a user runs it (CUDA graphs, prefix caching, default
+  attention backend, batch-invariant mode off): the **negative control**, which must differ.
+* Consistency rows (each: compared tokens, bit-equal tokens, max/mean/std |Δℓ|, k3 KL, the
+  most requests vLLM put in one forward step):
+  ``rollout vs score, N co-resident`` for N = 1, 16, 64, 256 mixed-length (5–700 token) prompts
+  over no adapter and the three role adapters, 16 sampled tokens each;
+  ``prefill vs decode, L = …`` — prompts of L = 1, 63, 64, 65, 1000, 2047 tokens, 4 tokens
+  decoded, re-scored by one prefill;
+  ``needle: alone vs among 128`` — one request alone vs the same request at a random position
+  among 128 mixed-length, mixed-adapter requests (vLLM's own batch-invariance test);
+  ``new adapter version`` — after ``executor@1`` (new weights) is registered, a mixed batch over
+  both versions; ``recheck executor@0`` — the first batch's executor@0 requests again, after the
+  switch: same tokens and log-probs as before.
+  ``graphs vs eager`` (computed by :func:`run`): the same requests' log-probs from ``contract``
+  and ``contract+graphs``.
+* Throughput rows: generated tokens/s for B = 64 and 256 prompts of 512 random tokens, 128 new
+  tokens each (``ignore_eos``), the executor adapter on every request, median of 2 timed calls
+  after a warm-up; and transformers ``generate`` with a static KV cache and ``torch.compile``
+  (peft, the same adapter active). The memory-bandwidth floor: a decode step must read the
+  weights once and every sequence's KV cache, so at most
+  ``B / ((W + B · c · kv) / BW)`` tokens/s, W = weight bytes, c = mean context during decode
+  (512 + 64), kv = KV bytes per token (2 · layers · kv_heads · head_dim · 2), BW = 4.3 TB/s
+  (H200, measured device-to-device copy; KINDS.md).
+
+Raises ``RuntimeError`` on a machine without CUDA (before anything starts).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+from pathlib import Path
+
+CONFIGS = {
+    "contract": dict(consistent=True, cuda_graphs=False),
+    "contract+graphs": dict(consistent=True, cuda_graphs=True),
+    "default": dict(consistent=False, cuda_graphs=True),
+}
+"""Label → VLLMEngine settings. ``default`` is vLLM's own default configuration (negative control)."""
+CORESIDENT = (1, 16, 64, 256)
+PREFILL_DECODE_LENGTHS = (1, 63, 64, 65, 1000, 2047)
+BATCHES = (64, 256)
+PROMPT_TOKENS, NEW_TOKENS = 512, 128
+HBM_BYTES_PER_S = 4.3e12
+ADAPTERS = (None, "executor@0", "curriculum@0", "adversary@0")
+
+
+def require_cuda() -> None:
+    """Raise ``RuntimeError`` with a clear message when CUDA is not available here."""
+    import torch
+
+    if not torch.cuda.is_available():
+        raise RuntimeError(f"--device cuda: CUDA is not available here (torch {torch.__version__}, "
+                           "torch.cuda.is_available() is False); run it on a machine with an NVIDIA GPU, "
+                           "or use --device cpu")
+
+
+def _random_prompts(n: int, lengths, seed: int, vocab: int) -> list[list[int]]:
+    rng = random.Random(seed)
+    return [[rng.randrange(200, vocab - 1) for _ in range(lengths[i % len(lengths)])] for i in range(n)]
+
+
+def _mixed_lengths(n: int, seed: int) -> list[int]:
+    rng = random.Random(seed)
+    return [rng.choice((rng.randint(5, 60), rng.randint(60, 300), rng.randint(300, 700))) for _ in range(n)]
+
+
+def _count_steps():
+    """Context manager recording ``num_reqs`` of every attention-metadata build (one per forward
+    step here: one KV-cache group) of vLLM's CUDA attention backends."""
+    import contextlib
+
+    @contextlib.contextmanager
+    def cm():
+        patched, sizes = [], []
+        for mod, cls in (("vllm.v1.attention.backends.flash_attn", "FlashAttentionMetadataBuilder"),
+                         ("vllm.v1.attention.backends.triton_attn", "TritonAttentionMetadataBuilder"),
+                         ("vllm.v1.attention.backends.flashinfer", "FlashInferMetadataBuilder")):
+            try:
+                klass = getattr(__import__(mod, fromlist=[cls]), cls)
+            except Exception:
+                continue
+            inner = klass.build
+
+            def build(self, common_prefix_len, common_attn_metadata, *a, _inner=inner, **k):
+                sizes.append(int(common_attn_metadata.num_reqs))
+                return _inner(self, common_prefix_len, common_attn_metadata, *a, **k)
+
+            klass.build = build
+            patched.append((klass, inner))
+        try:
+            yield sizes
+        finally:
+            for klass, inner in patched:
+                klass.build = inner
+    return cm()
+
+
+def _flat(xs):
+    import torch
+
+    return torch.tensor([x for row in xs for x in row], dtype=torch.float32)
+
+
+def _diff(a, b) -> dict:
+    from policies import numerics
+
+    return numerics.diff_report(_flat(a), _flat(b)).as_dict()
+
+
+def _consistency_rows(engine, vocab: int, root: Path, pm) -> tuple[dict, dict]:
+    """All consistency rows of one engine; returns (rows, log-probs of the reference requests)."""
+    from policies.adapters import randomize_adapter, save_adapter
+    from policies.engines import GenerationRequest, completion_scores
+
+    rows: dict[str, dict] = {}
+
+    def reqs_for(prompts, adapters=ADAPTERS, new=16, seed0=1000):
+        return [GenerationRequest(tuple(p), adapters[i % len(adapters)], max_new_tokens=new, seed=seed0 + i,
+                                  top_p=0.95) for i, p in enumerate(prompts)]
+
+    def rollout_vs_score(reqs):
+        with _count_steps() as sizes:
+            gens = engine.generate(reqs)
+        return gens, {**_diff([g.logprobs for g in gens], completion_scores(engine, gens)),
+                      "max_requests_per_step": max(sizes, default=0)}
+
+    first = None
+    for n in CORESIDENT:
+        prompts = _random_prompts(n, _mixed_lengths(n, seed=n), seed=n, vocab=vocab)
+        gens, rows[f"rollout vs score, {n} co-resident"] = rollout_vs_score(reqs_for(prompts))
+        if n == 64:
+            first = gens
+    pd = reqs_for(_random_prompts(len(PREFILL_DECODE_LENGTHS), PREFILL_DECODE_LENGTHS, seed=7, vocab=vocab),
+                  adapters=("executor@0",), new=4)
+    for r in pd:  # each length alone: its own prefill and decode steps
+        _, rows[f"prefill vs decode, L = {len(r.prompt_ids)}"] = rollout_vs_score([r])
+    # the needle: one request alone, then among 128 mixed requests at a random position
+    crowd = reqs_for(_random_prompts(128, _mixed_lengths(128, seed=5), seed=5, vocab=vocab), seed0=5000)
+    needle = reqs_for(_random_prompts(1, (400,), seed=9, vocab=vocab), adapters=("executor@0",), seed0=9)[0]
+    alone = engine.generate([needle])[0]
+    pos = random.Random(3).randrange(len(crowd))
+    among = engine.generate(crowd[:pos] + [needle] + crowd[pos:])[pos]
+    rows["needle: alone vs among 128"] = {**_diff([alone.logprobs], [among.logprobs]),
+                                          "same_tokens": alone.token_ids == among.token_ids}
+    # a new adapter version, then the old one again
+    randomize_adapter(pm, "executor", seed=77, scale=0.05)
+    engine.add_adapter("executor@1", save_adapter(pm, "executor@1", root))
+    prompts = _random_prompts(64, _mixed_lengths(64, seed=11), seed=11, vocab=vocab)
+    _, rows["new adapter version (executor@0, @1, roles, none)"] = rollout_vs_score(
+        reqs_for(prompts, adapters=(None, "executor@1", "curriculum@0", "adversary@0", "executor@0")))
+    idx = [i for i, g in enumerate(first) if g.request.adapter == "executor@0"]
+    again = engine.generate([first[i].request for i in idx])
+    rows["recheck executor@0 after the switch"] = {
+        **_diff([first[i].logprobs for i in idx], [g.logprobs for g in again]),
+        "same_tokens": all(first[i].token_ids == g.token_ids for i, g in zip(idx, again))}
+    reference = {"logprobs": [g.logprobs for g in first], "token_ids": [g.token_ids for g in first]}
+    return rows, reference
+
+
+def _throughput_vllm(engine, vocab: int, batches=BATCHES, repeats: int = 2) -> dict:
+    from vllm import SamplingParams
+    from vllm.inputs import TokensPrompt
+
+    out = {}
+    lora = engine.lora_request("executor@0")
+    for b in batches:
+        sets = [_random_prompts(b, (PROMPT_TOKENS,), seed=100 * b + k, vocab=vocab) for k in range(repeats + 1)]
+        times = []
+        for k, prompts in enumerate(sets):
+            sp = [SamplingParams(max_tokens=NEW_TOKENS, ignore_eos=True, temperature=1.0, top_p=0.95, seed=i,
+                                 logprobs=0) for i in range(b)]
+            t = time.perf_counter()
+            outs = engine.llm.generate([TokensPrompt(prompt_token_ids=p) for p in prompts], sp,
+                                       lora_request=[lora] * b, use_tqdm=False)
+            dt = time.perf_counter() - t
+            n = sum(len(o.outputs[0].token_ids) for o in outs)
+            if k:  # the first set warms up (and compiles) at this batch size
+                times.append((dt, n))
+        rate = statistics.median(n / s for s, n in times)
+        out[str(b)] = {"tokens_per_s": rate, "runs": [{"seconds": round(s, 3), "tokens": n} for s, n in times]}
+    return out
+
+
+def _throughput_transformers(batches=BATCHES, repeats: int = 2) -> dict:
+    """transformers ``generate`` with a static cache and ``torch.compile`` of the decoding step,
+    bf16, the executor adapter active through peft."""
+    import torch
+
+    from policies.adapters import activate, attach_role_adapters, lora_config, randomize_adapter
+    from policies.backbone import load_backbone
+
+    model, tok, _ = load_backbone(dtype=torch.bfloat16)
+    pm = attach_role_adapters(model, config=lora_config(r=8, alpha=16)).to("cuda")
+    randomize_adapter(pm, "executor", seed=10, scale=0.05)
+    activate(pm, "executor")
+    pm.eval()
+    vocab = model.config.vocab_size
+    out = {}
+    for b in batches:
+        times = []
+        for k in range(repeats + 1):
+            ids = torch.tensor(_random_prompts(b, (PROMPT_TOKENS,), seed=100 * b + k, vocab=vocab), device="cuda")
+            torch.cuda.synchronize()
+            t = time.perf_counter()
+            with torch.no_grad():
+                res = pm.generate(input_ids=ids, attention_mask=torch.ones_like(ids), max_new_tokens=NEW_TOKENS,
+                                  min_new_tokens=NEW_TOKENS, do_sample=True, top_p=0.95, temperature=1.0,
+                                  cache_implementation="static", pad_token_id=tok.eos_token_id)
+            torch.cuda.synchronize()
+            dt = time.perf_counter() - t
+            if k:
+                times.append((dt, int(res.shape[0] * (res.shape[1] - PROMPT_TOKENS))))
+        out[str(b)] = {"tokens_per_s": statistics.median(n / s for s, n in times),
+                       "runs": [{"seconds": round(s, 3), "tokens": n} for s, n in times]}
+    return out
+
+
+def bandwidth_floor(config, batch: int, weight_bytes: int, context: float = PROMPT_TOKENS + NEW_TOKENS / 2) -> float:
+    """Most generated tokens/s the memory bandwidth allows (see the module docstring).
+
+    Args:
+        config: the model's transformers config (layers, kv heads, head size).
+        batch: sequences decoded per step.
+        weight_bytes: bytes of weights read per step (bf16: 2 × parameters).
+        context: mean tokens in each sequence's KV cache during decoding.
+    """
+    head = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
+    kv = 2 * config.num_hidden_layers * config.num_key_value_heads * head * 2
+    return batch / ((weight_bytes + batch * context * kv) / HBM_BYTES_PER_S)
+
+
+def gradient_agreement(n_seqs: int = 8, length: int = 256, completion: int = 64, seed: int = 0,
+                       device: str = "cuda", dtypes=("bfloat16", "float32")) -> dict:
+    """How far the learner's gradient graph in each of ``dtypes`` is from the same graph in float64.
+
+    Every graph holds the same backbone weights — the bf16-rounded ones the engine computes with,
+    exactly representable in every dtype — and the same executor adapter (seeded random, r = 8,
+    fp32 master weights as in training). The loss is the learner's policy-gradient surrogate,
+    −Σ A_b · log π(token) / n over the last ``completion`` tokens of ``n_seqs`` random sequences
+    of ``length`` tokens with A_b = ±1 (seeded), log π from
+    :func:`policies.engines.token_logprobs_batch` (the learner's forward).
+
+    Returns:
+        ``{dtype: {"rel_l2": ‖g − g_fp64‖ / ‖g_fp64‖, "cosine": cos(g, g_fp64), "max_abs": …}}``
+        over every executor LoRA weight, plus ``"params"`` (their number).
+    """
+    import torch
+
+    from policies.adapters import activate, attach_role_adapters, lora_config, randomize_adapter
+    from policies.backbone import load_backbone
+    from policies.engines import token_logprobs_batch
+
+    ref, _, _ = load_backbone(dtype=torch.bfloat16)
+    g = torch.Generator().manual_seed(seed)
+    vocab = ref.config.vocab_size
+    seqs = torch.randint(200, vocab - 1, (n_seqs, length), generator=g).tolist()
+    adv = (torch.randint(0, 2, (n_seqs,), generator=g).double() * 2 - 1).to(device)
+    grads = {}
+    for name in (*dtypes, "float64"):
+        dt = getattr(torch, name)
+        base, _, _ = load_backbone(dtype=dt)
+        with torch.no_grad():
+            for p, q in zip(base.parameters(), ref.parameters()):
+                p.copy_(q.to(dt))
+        pm = attach_role_adapters(base, config=lora_config(r=8, alpha=16)).to(device)
+        randomize_adapter(pm, "executor", seed=10, scale=0.05)
+        activate(pm, "executor")
+        params = [p for n, p in pm.named_parameters() if ".executor." in n and "lora_" in n]
+        if name == "float64":  # the reference: adapter weights in fp64 too (same values)
+            for p in params:
+                p.data = p.data.double()
+        for p in params:
+            p.requires_grad_(True)
+        lp = token_logprobs_batch(pm, seqs, grad=True)[:, -completion:]
+        loss = -(adv[:, None].to(lp.dtype) * lp).sum() / lp.numel()
+        loss.backward()
+        grads[name] = torch.cat([p.grad.detach().double().reshape(-1) for p in params])
+        del pm, base
+    g64 = grads.pop("float64")
+    out: dict = {"params": int(g64.numel())}
+    for name, gr in grads.items():
+        out[name] = {"rel_l2": float((gr - g64).norm() / g64.norm()),
+                     "cosine": float(torch.nn.functional.cosine_similarity(gr, g64, dim=0)),
+                     "max_abs": float((gr - g64).abs().max())}
+    return out
+
+
+def measure(label: str, parts: tuple[str, ...]) -> dict:
+    """One configuration of :data:`CONFIGS` (or ``"transformers"``) in this process."""
+    import torch
+
+    require_cuda()
+    if label == "transformers":
+        return {"throughput": _throughput_transformers()} if "throughput" in parts else {}
+    if label == "gradient":
+        return {"gradient": gradient_agreement()}
+    from policies.adapters import ROLES, attach_role_adapters, lora_config, randomize_adapter, save_adapter
+    from policies.backbone import load_backbone
+    from policies.engines import VLLMEngine
+
+    torch.manual_seed(0)
+    model, tok, path = load_backbone()
+    pm = attach_role_adapters(model, config=lora_config(r=8, alpha=16))
+    out: dict = {"config": CONFIGS[label]}
+    with tempfile.TemporaryDirectory(prefix="advsim-cuda-bench-") as tmp:
+        root = Path(tmp)
+        for i, r in enumerate(ROLES):
+            randomize_adapter(pm, r, seed=10 + i, scale=0.05)
+            save_adapter(pm, f"{r}@0", root)
+        t0 = time.perf_counter()
+        engine = VLLMEngine(path, max_model_len=4096, max_num_seqs=256, max_loras=4, kv_cache_gib=24,
+                            device="cuda", dtype="bfloat16", seed=0, **CONFIGS[label])
+        out["start_seconds"] = round(time.perf_counter() - t0, 1)
+        for r in ROLES:
+            engine.add_adapter(f"{r}@0", root / f"{r}@0")
+        vocab = model.config.vocab_size
+        if "throughput" in parts:
+            t0 = time.perf_counter()
+            out["throughput"] = _throughput_vllm(engine, vocab)
+            out["throughput_seconds"] = round(time.perf_counter() - t0, 1)
+        if "consistency" in parts:
+            t0 = time.perf_counter()
+            out["rows"], out["reference"] = _consistency_rows(engine, vocab, root, pm)
+            out["consistency_seconds"] = round(time.perf_counter() - t0, 1)
+        out["weight_bytes"] = sum(p.numel() for p in model.parameters()) * 2
+        out["floor"] = {str(b): bandwidth_floor(model.config, b, out["weight_bytes"]) for b in BATCHES}
+    return out
+
+
+def measure_in_subprocess(label: str, parts: tuple[str, ...], timeout: float = 900) -> dict:
+    """:func:`measure` in a fresh Python process (its own vLLM mode); the error, if it failed."""
+    cmd = [sys.executable, "-m", "advsim.bench.cuda", label, ",".join(parts)]
+    t0 = time.perf_counter()
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return {"error": f"timed out after {timeout} s"}
+    lines = [x for x in proc.stdout.splitlines() if x.startswith("{")]
+    if proc.returncode != 0 or not lines:
+        return {"error": f"exit {proc.returncode}: {proc.stderr[-3000:]}"}
+    res = json.loads(lines[-1])
+    res["wall_seconds"] = round(time.perf_counter() - t0, 1)
+    return res
+
+
+def run(parts: tuple[str, ...] = ("consistency", "throughput"), labels=None, partial: Path | None = None,
+        timeout: float = 900) -> dict:
+    """Measure every configuration, print the tables, return everything (the ``--json`` content).
+
+    Args:
+        parts: ``consistency`` and/or ``throughput``.
+        labels: configurations to measure (default: every one of :data:`CONFIGS`, plus
+            ``transformers`` for throughput and ``gradient`` for consistency).
+        partial: where to write the results so far (atomically) after each configuration, so a
+            run cut short keeps what it measured.
+        timeout: seconds per configuration.
+
+    Raises:
+        RuntimeError: no CUDA here.
+    """
+    from rich.console import Console
+    from rich.table import Table
+
+    from forms_bench.atomic import atomic_write_text
+
+    require_cuda()
+    labels = list(labels or (list(CONFIGS) + (["transformers"] if "throughput" in parts else [])
+                             + (["gradient"] if "consistency" in parts else [])))
+    results = {}
+    for lb in labels:
+        results[lb] = measure_in_subprocess(lb, parts, timeout=timeout)
+        print(f"{lb}: {'failed' if 'error' in results[lb] else 'done'} in {results[lb].get('wall_seconds', '?')} s",
+              flush=True)
+        if partial is not None:
+            atomic_write_text(partial, json.dumps({"configs": results}, indent=1))
+    out: dict = {"model": "SmolLM2-135M-Instruct bf16 + LoRA r=8 role adapters", "configs": results}
+    con = Console()
+    for lb, r in results.items():
+        if "error" in r:
+            con.print(f"[red]{lb}: failed: {r['error'][-1500:]}[/red]")
+    if "consistency" in parts:
+        a, b = results.get("contract", {}), results.get("contract+graphs", {})
+        if "reference" in a and "reference" in b:
+            out["graphs_vs_eager"] = {**_diff(a["reference"]["logprobs"], b["reference"]["logprobs"]),
+                                      "same_tokens": a["reference"]["token_ids"] == b["reference"]["token_ids"]}
+        table = Table(title="Rollout vs. training log-probs on CUDA (consistent rows must be 0)")
+        for col in ("config", "scenario", "tokens", "bit-equal", "max |Δℓ|", "mean", "std", "k3 KL", "reqs/step"):
+            table.add_column(col, justify="left" if col in ("config", "scenario") else "right")
+        for lb, r in results.items():
+            for name, row in r.get("rows", {}).items():
+                table.add_row(lb, name, str(row["n_tokens"]), str(row["n_equal"]), f"{row['max']:.3g}",
+                              f"{row['mean']:.3g}", f"{row['std']:.3g}", f"{row['k3']:.3g}",
+                              str(row.get("max_requests_per_step", "–")))
+        if results.get("gradient", {}).get("gradient"):
+            gr = results["gradient"]["gradient"]
+            out["gradient_vs_fp64"] = gr
+            for name, v in gr.items():
+                if name != "params":
+                    con.print(f"learner graph in {name}: adapter gradient vs fp64 rel L2 {v['rel_l2']:.3g}, "
+                              f"cosine {v['cosine']:.6f} ({gr['params']} weights)")
+        if "graphs_vs_eager" in out:
+            g = out["graphs_vs_eager"]
+            table.add_row("contract vs contract+graphs", "same requests, 64 co-resident", str(g["n_tokens"]),
+                          str(g["n_equal"]), f"{g['max']:.3g}", f"{g['mean']:.3g}", f"{g['std']:.3g}",
+                          f"{g['k3']:.3g}", "–")
+        con.print(table)
+    if "throughput" in parts:
+        floor = next((r["floor"] for r in results.values() if "floor" in r), {})
+        table = Table(title=f"Generated tokens/s on CUDA: {PROMPT_TOKENS}-token prompts, {NEW_TOKENS} new tokens, "
+                            "executor adapter on every request, median of 2")
+        for col in ("engine", *(f"B = {b}" for b in BATCHES), *(f"of floor, B = {b}" for b in BATCHES)):
+            table.add_column(col, justify="left" if col == "engine" else "right")
+        for lb, r in results.items():
+            t = r.get("throughput")
+            if not t:
+                continue
+            table.add_row(lb, *(f"{t[str(b)]['tokens_per_s']:,.0f}" for b in BATCHES),
+                          *(f"{t[str(b)]['tokens_per_s'] / floor[str(b)]:.1%}" if floor else "–" for b in BATCHES))
+        con.print(table)
+        rate = {lb: r["throughput"] for lb, r in results.items() if r.get("throughput")}
+        ratios = {}
+        for b in map(str, BATCHES):
+            for num, den in (("contract", "default"), ("contract+graphs", "default"),
+                             ("contract", "transformers"), ("contract+graphs", "transformers")):
+                if num in rate and den in rate:
+                    ratios[f"{num} / {den}, B = {b}"] = rate[num][b]["tokens_per_s"] / rate[den][b]["tokens_per_s"]
+        out["ratios"] = ratios
+        out["floor"] = floor
+        for k, v in ratios.items():
+            con.print(f"{k}: {v:.2f}")
+    return out
+
+
+if __name__ == "__main__":  # one configuration's measurement, as JSON on the last line (used by run())
+    if len(sys.argv) == 3 and not sys.argv[1].endswith(".json"):
+        try:
+            print(json.dumps(measure(sys.argv[1], tuple(sys.argv[2].split(",")))))
+        except Exception:
+            traceback.print_exc()
+            sys.exit(1)
+    else:  # python -m advsim.bench.cuda OUT.json [label,label,…] [timeout_s]: the whole run, or some configs
+        from forms_bench.atomic import atomic_write_text
+
+        os.environ.setdefault("PYTHONUNBUFFERED", "1")
+        out_path = Path(sys.argv[1])
+        chosen = sys.argv[2].split(",") if len(sys.argv) > 2 else None
+        res = run(labels=chosen, partial=out_path.with_suffix(".partial.json"),
+                  timeout=float(sys.argv[3]) if len(sys.argv) > 3 else 900)
+        atomic_write_text(out_path, json.dumps(res, indent=1))
