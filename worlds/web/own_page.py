@@ -67,7 +67,8 @@ from forms_bench.actions import Action
 from forms_bench.page_spec import PageControl, PageField, PageInventory, normalize_label
 from forms_bench.server import serve_in_thread, stop_serving
 from worlds.web.axtree import FRAME_ROLES, AXNode
-from worlds.web.browser import BrowserWorld, _css_string
+from worlds.web.browser import BrowserWorld
+from worlds.web.browser_actions import _css_string
 from worlds.web.world import ActionError, EpisodeRecord
 
 log = logging.getLogger(__name__)
