@@ -6,8 +6,9 @@ names (:func:`advsim.suites.suite_from_config`), through the suite protocol only
 - a **per-level pool** (``eval.levels`` × ``eval.pool_per_level``; :meth:`eval_pool` of the
   suite: generated tasks no training run uses), clean, and on ``eval.attacked_levels`` under the
   last learned adversary's α and under the null injection (:meth:`null_injection`);
-- a **frozen-suite sample** (``eval.tasks`` = ``sample:N``: N tasks per group of the frozen
-  suite — the ledger's protocols V0–V3 and Legacy, the web's strata), clean and attacked.
+- the **frozen suite's tasks** that ``eval.tasks`` names (:meth:`frozen_tasks`: ``all``,
+  ``sample:N`` — N per group, the ledger's protocols V0–V3 and Legacy (spread over its
+  domains), the web's strata — or task ids), clean and attacked.
 
 Counting is honest (AdvSim2Real's protocol): an attacked episode counts only when its injection
 was rendered where the executor reads it; every rate carries its numerator, denominator and a
@@ -125,8 +126,7 @@ def evaluate_suite(run_dir: str | Path, learner=None, io=None, console: Console 
     pool = {lv: suite.eval_pool(lv, sizes.get(lv, 0) if isinstance(sizes, dict) else sizes, POOL_SEED)
             for lv in cfg.eval.levels}
     pool = {lv: ts for lv, ts in pool.items() if ts}
-    per_group = int(cfg.eval.tasks.split(":")[1]) if cfg.eval.tasks.startswith("sample:") else 0
-    sample = suite.frozen_sample(per_group) if per_group else []
+    sample = suite.frozen_tasks(cfg.eval.tasks)
     att_levels = cfg.eval.levels if cfg.eval.attacked_levels is None else cfg.eval.attacked_levels
     n_att = cfg.eval.attacked_per_level
     last_adv = adversaries[-1] if adversaries and cfg.eval.attacked_pool else None

@@ -183,3 +183,19 @@ def test_equivalent_variants_cover_every_kind():
     assert kinds["swapped_independent"] == kinds["interleaved_independent"] == 132
     assert kinds["other_tool"] == 570 and kinds["extra_reads"] == 570
     assert kinds["number_with_currency"] == 276
+
+
+def test_frozen_tasks_for_eval_tasks_all_sample_and_ids():
+    """``eval.tasks`` on the ledger suite: ``all`` is the 656 cases; ``sample:2`` is two cases per
+    protocol taken in turn from the domains (not the suite's first domain twice); ids pick those
+    cases in order; an unknown id is a ValueError naming it."""
+    from advsim.suites.ledger import EvidenceLedgerSuite
+
+    suite = EvidenceLedgerSuite()
+    assert len(suite.frozen_tasks("all")) == 656
+    sample = suite.frozen_tasks("sample:2")
+    assert [(c.protocol, c.domain) for c in sample] == [
+        (p, d) for p in ("Legacy", "V0", "V1", "V2", "V3") for d in ("customer_ops", "engineering_ops")]
+    assert [c.id for c in suite.frozen_tasks("V0-eng-001, Legacy-cust-001")] == ["V0-eng-001", "Legacy-cust-001"]
+    with pytest.raises(ValueError, match="nope-1"):
+        suite.frozen_tasks("V0-eng-001,nope-1")

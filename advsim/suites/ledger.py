@@ -315,14 +315,43 @@ class EvidenceLedgerSuite:
 
         return sample_cases(level, n, seed, self.domains) if n > 0 else []
 
-    def frozen_sample(self, per_group: int) -> list:
-        """The first ``per_group`` cases of each protocol of the served suite, in suite order."""
-        out, seen = [], {}
-        for c in self.suite.cases:
-            if seen.get(c.protocol, 0) < per_group:
-                seen[c.protocol] = seen.get(c.protocol, 0) + 1
-                out.append(c)
-        return out
+    def frozen_tasks(self, spec: str) -> list:
+        """Cases of the served suite for ``eval.tasks``.
+
+        ``"all"``: every case, in suite order. ``"sample:N"``: N cases per protocol, taken in turn
+        from each domain (the first unused case of the next domain that still has one), so a
+        small sample spans the domains instead of the suite's first one. Ids: those cases, in the
+        given order.
+
+        Raises:
+            ValueError: an id that is not in the suite, or a malformed spec.
+        """
+        cases = list(self.suite.cases)
+        if spec == "all":
+            return cases
+        if spec.startswith("sample:"):
+            n = int(spec.split(":", 1)[1])
+            out = []
+            for protocol in dict.fromkeys(c.protocol for c in cases):
+                by_domain: dict[str, list] = {}
+                for c in cases:
+                    if c.protocol == protocol:
+                        by_domain.setdefault(c.domain, []).append(c)
+                queues = list(by_domain.values())
+                taken = 0
+                while taken < n and any(queues):
+                    for q in queues:
+                        if q and taken < n:
+                            out.append(q.pop(0))
+                            taken += 1
+            return out
+        by_id = {c.id: c for c in cases}
+        ids = [x.strip() for x in spec.split(",") if x.strip()]
+        missing = [x for x in ids if x not in by_id]
+        if missing or not ids:
+            raise ValueError(f"eval.tasks: {spec!r}: not case ids of this suite ({', '.join(missing) or 'none given'}); "
+                             "expected 'all', 'sample:N' or comma-separated case ids")
+        return [by_id[x] for x in ids]
 
     def episode_metrics(self, infos: Sequence[dict]) -> dict:
         """SafeActBench's metrics over finished episodes' last ``info`` (ECS per protocol and

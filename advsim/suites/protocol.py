@@ -139,8 +139,9 @@ class CoevolutionSuite(TaskSuite, Protocol):
     def eval_pool(self, level: int, n: int, seed: int) -> list:
         """``n`` evaluation tasks at ``level`` (generated, unseen in training)."""
 
-    def frozen_sample(self, per_group: int) -> list:
-        """``per_group`` frozen tasks per group (web: stratum; ledger: protocol)."""
+    def frozen_tasks(self, spec: str) -> list:
+        """Frozen test tasks for ``eval.tasks``: ``"all"``, ``"sample:N"`` (N per group — web:
+        stratum; ledger: protocol) or comma-separated task ids (ValueError for an unknown id)."""
 
     def episode_metrics(self, infos: Sequence[dict]) -> dict:
         """The world's own metrics over finished episodes' last ``info`` (may be empty)."""

@@ -205,11 +205,12 @@ class WebFormsSuite:
 
         return eval_pool([level], n).get(level, []) if n > 0 else []
 
-    def frozen_sample(self, per_group: int) -> list:
-        """``per_group`` frozen test tasks per stratum (:func:`forms_bench.suite.select_tasks`)."""
+    def frozen_tasks(self, spec: str) -> list:
+        """The frozen test tasks ``spec`` names (:func:`forms_bench.suite.select_tasks`: ``all``,
+        ``sample:N`` per stratum, or ids)."""
         from forms_bench.suite import select_tasks
 
-        return select_tasks(f"sample:{per_group}")
+        return select_tasks(spec)
 
     def episode_metrics(self, infos: Sequence[dict]) -> dict:
         """The web world reports success only (the strict check): no further metrics."""
