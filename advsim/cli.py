@@ -101,6 +101,17 @@ def _cuda_bench(parts: tuple[str, ...]) -> dict:
     return cuda.run(parts)
 
 
+def _cuda_bench_done(json_out: Optional[Path], res: dict) -> None:
+    """Write the JSON; exit 1 when a configuration failed or a contract row differs."""
+    from advsim.bench import cuda
+
+    _write_json(json_out, res)
+    bad = cuda.failures(res)
+    if bad:
+        typer.echo("FAILED: " + "; ".join(bad), err=True)
+        raise typer.Exit(1)
+
+
 def _check_device(device: str) -> None:
     if device not in ("cpu", "cuda"):
         raise typer.BadParameter(f"{device!r} is not one of cpu, cuda", param_hint="--device")
@@ -117,7 +128,7 @@ def bench_consistency(
     """Rollout vs. training log-prob diff (max, mean, std, k3) for the consistent engine and a baseline."""
     _check_device(device)
     if device == "cuda":
-        _write_json(json_out, _cuda_bench(("consistency",)))
+        _cuda_bench_done(json_out, _cuda_bench(("consistency",)))
         return
     from advsim.bench import consistency
 
@@ -133,7 +144,7 @@ def bench_throughput(
     contract, vLLM's default, transformers static cache + torch.compile; B = 64 and 256)."""
     _check_device(device)
     if device == "cuda":
-        _write_json(json_out, _cuda_bench(("throughput",)))
+        _cuda_bench_done(json_out, _cuda_bench(("throughput",)))
         return
     from advsim.bench import throughput
 

@@ -161,3 +161,18 @@ def test_bench_cuda_without_cuda_is_a_clear_error(command):
     assert "Traceback" not in res.output
     res = CliRunner().invoke(app, ["bench", command, "--device", "tpu"])
     assert res.exit_code == 2 and "'tpu' is not one of cpu, cuda" in res.output
+
+
+def test_cuda_bench_failures_name_crashes_and_differing_contract_rows():
+    """``advsim bench … --device cuda`` exits 1 on these (the negative control may differ)."""
+    from advsim.bench.cuda import failures
+
+    row = {"n_tokens": 4, "n_equal": 4, "max": 0.0}
+    res = {"configs": {"contract": {"rows": {"a": row, "b": {**row, "n_equal": 3, "max": 0.5}}},
+                       "contract+graphs": {"error": "exit 1: Traceback ...\nCUDA error: illegal memory access"},
+                       "default": {"rows": {"a": {**row, "n_equal": 0, "max": 0.3}}}},
+           "graphs_vs_eager": {**row, "same_tokens": True}}
+    assert failures(res) == ["contract+graphs: CUDA error: illegal memory access",
+                             "contract: b: 3/4 bit-equal, max 0.5"]
+    res["configs"] = {"contract": {"rows": {"a": row}}, "default": res["configs"]["default"]}
+    assert failures(res) == []

