@@ -51,9 +51,12 @@ from pathlib import Path
 CONFIGS = {
     "contract": dict(consistent=True, cuda_graphs=False),
     "contract+graphs": dict(consistent=True, cuda_graphs=True),
+    "contract-unpatched": dict(consistent=True, cuda_graphs=False, cuda_patches=False),
     "default": dict(consistent=False, cuda_graphs=True),
 }
-"""Label → VLLMEngine settings. ``default`` is vLLM's own default configuration (negative control)."""
+"""Label → VLLMEngine settings. ``default`` is vLLM's own default configuration (negative control);
+``contract-unpatched`` is vLLM's batch-invariant mode without :mod:`policies.vllm_cuda_patches`
+(it shows whether the patch is needed; not a configuration the contract relies on)."""
 CORESIDENT = (1, 16, 64, 256)
 PREFILL_DECODE_LENGTHS = (1, 63, 64, 65, 1000, 2047)
 BATCHES = (64, 256)
@@ -125,12 +128,25 @@ def _diff(a, b) -> dict:
     return numerics.diff_report(_flat(a), _flat(b)).as_dict()
 
 
-def _consistency_rows(engine, vocab: int, root: Path, pm) -> tuple[dict, dict]:
-    """All consistency rows of one engine; returns (rows, log-probs of the reference requests)."""
+class _Rows(dict):
+    """A dict that calls ``on_set(self)`` after every row is added (partial results survive a crash)."""
+
+    def __init__(self, on_set):
+        super().__init__()
+        self._on_set = on_set
+
+    def __setitem__(self, key, value):
+        super().__setitem__(key, value)
+        self._on_set(self)
+
+
+def _consistency_rows(engine, vocab: int, root: Path, pm, on_row=lambda rows: None) -> tuple[dict, dict]:
+    """All consistency rows of one engine; returns (rows, log-probs of the reference requests).
+    ``on_row(rows)`` is called after each row (the rows so far)."""
     from policies.adapters import randomize_adapter, save_adapter
     from policies.engines import GenerationRequest, completion_scores
 
-    rows: dict[str, dict] = {}
+    rows: dict[str, dict] = _Rows(on_row)
 
     def reqs_for(prompts, adapters=ADAPTERS, new=16, seed0=1000):
         return [GenerationRequest(tuple(p), adapters[i % len(adapters)], max_new_tokens=new, seed=seed0 + i,
@@ -341,7 +357,10 @@ def measure(label: str, parts: tuple[str, ...]) -> dict:
             print(json.dumps({"partial": out}), flush=True)  # kept if a later part fails
         if "consistency" in parts:
             t0 = time.perf_counter()
-            out["rows"], out["reference"] = _consistency_rows(engine, vocab, root, pm)
+            out["rows"], out["reference"] = _consistency_rows(
+                engine, vocab, root, pm,
+                on_row=lambda rows: print(json.dumps({"partial": {**out, "rows": dict(rows)}}), flush=True))
+            out["rows"] = dict(out["rows"])
             out["consistency_seconds"] = round(time.perf_counter() - t0, 1)
     return out
 

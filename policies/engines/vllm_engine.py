@@ -87,6 +87,10 @@ class VLLMEngine:
         dtype: ``"float32"`` on the CPU; ``"bfloat16"`` (measured) or ``"float32"`` on CUDA.
         cuda_graphs: CUDA only: vLLM's CUDA graphs and ``torch.compile`` (its default); False runs
             eager (``enforce_eager``). Ignored on the CPU (always eager).
+        cuda_patches: CUDA with ``consistent=True`` only: install :mod:`policies.vllm_cuda_patches`
+            (the LoRA shrink kernel's K tile fixed for every batch size; vLLM 0.22.0 only).
+            False measures vLLM's batch-invariant mode as shipped (the bench's
+            ``contract-unpatched``). Process-wide, like the mode itself.
 
     The batch-invariant mode is process-wide (vLLM reads it at import): every VLLMEngine of a
     process on CUDA must agree on ``consistent``; a second one that does not raises
@@ -109,7 +113,7 @@ class VLLMEngine:
                  seed: int = 0,
                  max_num_batched_tokens: int | None = None, llm_kwargs: dict | None = None,
                  vllm_cache_root: str | os.PathLike | None = None, device: str = "cpu",
-                 dtype: str = "float32", cuda_graphs: bool = False) -> None:
+                 dtype: str = "float32", cuda_graphs: bool = False, cuda_patches: bool = True) -> None:
         from policies.backbone import cache_root, load_tokenizer, resolve_backbone
 
         check_engine_settings("vllm", device, dtype)
@@ -126,6 +130,13 @@ class VLLMEngine:
             # vLLM 0.22 imports flashinfer for its top-k/top-p sampler when this is on; requirements-gpu-vllm.txt
             # leaves flashinfer out (PyTorch's sampler is used, as vLLM does where flashinfer is absent)
             os.environ.setdefault("VLLM_USE_FLASHINFER_SAMPLER", "0")
+            from policies import vllm_cuda_patches
+
+            if consistent and cuda_patches:
+                vllm_cuda_patches.install()
+            elif vllm_cuda_patches.installed():
+                log.warning("VLLMEngine(cuda_patches=False) in a process where policies.vllm_cuda_patches "
+                            "is already installed: it runs patched anyway")
         else:
             os.environ["VLLM_CPU_KVCACHE_SPACE"] = str(kv_cache_gib)
             if consistent:
