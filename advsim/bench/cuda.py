@@ -52,11 +52,13 @@ CONFIGS = {
     "contract": dict(consistent=True, cuda_graphs=False),
     "contract+graphs": dict(consistent=True, cuda_graphs=True),
     "contract-unpatched": dict(consistent=True, cuda_graphs=False, cuda_patches=False),
+    "contract-fa3": dict(consistent=True, cuda_graphs=False, attention_backend="FLASH_ATTN"),
     "default": dict(consistent=False, cuda_graphs=True),
 }
 """Label → VLLMEngine settings. ``default`` is vLLM's own default configuration (negative control);
 ``contract-unpatched`` is vLLM's batch-invariant mode without :mod:`policies.vllm_cuda_patches`
-(it shows whether the patch is needed; not a configuration the contract relies on)."""
+and ``contract-fa3`` the mode with FlashAttention 3 instead of the contract's Triton attention
+(each shows whether that choice is needed; neither is a configuration the contract relies on)."""
 CORESIDENT = (1, 16, 64, 256)
 PREFILL_DECODE_LENGTHS = (1, 63, 64, 65, 1000, 2047)
 BATCHES = (64, 256)
@@ -379,6 +381,9 @@ def measure_in_subprocess(label: str, parts: tuple[str, ...], timeout: float = 9
         return {**partial, "error": f"exit {proc.returncode}: {proc.stderr[-6000:]}"}
     res = json.loads(lines[-1])
     res["wall_seconds"] = round(time.perf_counter() - t0, 1)
+    # what vLLM chose (its log lines): the attention backend, the LoRA kernels' config
+    res["engine_log"] = sorted({x.split("] ", 1)[-1][:200] for x in (proc.stdout + proc.stderr).splitlines()
+                                if "backend" in x.lower() or "lora kernel" in x.lower()})[:20]
     return res
 
 

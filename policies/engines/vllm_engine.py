@@ -91,6 +91,13 @@ class VLLMEngine:
             (the LoRA shrink kernel's K tile fixed for every batch size; vLLM 0.22.0 only).
             False measures vLLM's batch-invariant mode as shipped (the bench's
             ``contract-unpatched``). Process-wide, like the mode itself.
+        attention_backend: CUDA only: vLLM's attention backend (``"TRITON_ATTN"``,
+            ``"FLASH_ATTN"``, …). Default: ``"TRITON_ATTN"`` with ``consistent=True`` — in
+            batch-invariant mode vLLM 0.22 runs it as one 2-D kernel with a 32-token KV tile for
+            prefill and decode alike, while FlashAttention 3 (vLLM's choice on Hopper) picks a
+            different KV tile when a step's longest query is one token, so a decoded token's
+            log-prob differed from the same position's prefill (re-score) past one tile (measured
+            on the H200: results/h200-vllm-2026-12-02); vLLM's own choice otherwise.
 
     The batch-invariant mode is process-wide (vLLM reads it at import): every VLLMEngine of a
     process on CUDA must agree on ``consistent``; a second one that does not raises
@@ -113,7 +120,8 @@ class VLLMEngine:
                  seed: int = 0,
                  max_num_batched_tokens: int | None = None, llm_kwargs: dict | None = None,
                  vllm_cache_root: str | os.PathLike | None = None, device: str = "cpu",
-                 dtype: str = "float32", cuda_graphs: bool = False, cuda_patches: bool = True) -> None:
+                 dtype: str = "float32", cuda_graphs: bool = False, cuda_patches: bool = True,
+                 attention_backend: str | None = None) -> None:
         from policies.backbone import cache_root, load_tokenizer, resolve_backbone
 
         check_engine_settings("vllm", device, dtype)
@@ -164,6 +172,11 @@ class VLLMEngine:
         )
         if device == "cuda":
             kwargs["kv_cache_memory_bytes"] = int(kv_cache_gib * 2**30)
+            self.attention_backend = attention_backend or ("TRITON_ATTN" if consistent else None)
+            if self.attention_backend:
+                kwargs["attention_backend"] = self.attention_backend
+        else:
+            self.attention_backend = None
         if enable_lora:
             kwargs.update(enable_lora=True, max_lora_rank=max_lora_rank, max_loras=max_loras,
                           max_cpu_loras=max(max_loras, 8))
