@@ -38,11 +38,12 @@ def _show(label, rows):
 
 
 def test_contract_is_bit_identical_in_every_scenario():
-    """Batch-invariant vLLM (eager): rollout vs score at 1, 16, 64 and 256 co-resident mixed-length,
-    mixed-adapter requests; decode vs prefill at L = 1, 63, 64, 65, 1000, 2047; the needle alone vs
-    among 128; a new adapter version; and the old version rechecked after it: every compared token
-    bit-identical (max = mean = std = k3 = 0), the same tokens sampled, and the 256 requests
-    co-resident in one engine step."""
+    """Batch-invariant vLLM with Triton attention, CUDA graphs and torch.compile (the engine's
+    defaults with ``consistent=True``): rollout vs score at 1, 16, 64 and 256 co-resident
+    mixed-length, mixed-adapter requests; decode vs prefill at L = 1, 63, 64, 65, 1000, 2047; the
+    needle alone vs among 128; a new adapter version; and the old version rechecked after it:
+    every compared token bit-identical (max = mean = std = k3 = 0), the same tokens sampled, and
+    the 256 requests co-resident in one engine step. (All rows 0 on the H200, 2026-12-02.)"""
     from advsim.bench.cuda import CORESIDENT, PREFILL_DECODE_LENGTHS
 
     rows = _measure("contract")["rows"]
@@ -67,20 +68,16 @@ def test_negative_control_vllm_default_differs():
     assert any(r["max"] > 0 for r in rows.values())
 
 
-def test_cuda_graphs_keep_the_contract_and_equal_eager():
-    """Batch-invariant vLLM with CUDA graphs and torch.compile: every row bit-identical, and the
-    same requests give the same tokens and log-probs as the eager engine."""
-    from advsim.bench.cuda import _diff
-
-    graphs = _measure("contract+graphs")
-    _show("contract+graphs", graphs["rows"])
-    for name, r in graphs["rows"].items():
-        assert (r["n_equal"], r["max"]) == (r["n_tokens"], 0.0), name
-    eager = _measure("contract")
-    d = _diff(eager["reference"]["logprobs"], graphs["reference"]["logprobs"])
-    print("graphs vs eager", d)
-    assert eager["reference"]["token_ids"] == graphs["reference"]["token_ids"]
-    assert d["max"] == 0.0
+def test_eager_batch_invariant_mode_differs_so_the_contract_compiles():
+    """The same batch-invariant engine without CUDA graphs and torch.compile (``contract-eager``)
+    is not consistent — rollout vs score differs from 16 co-resident requests on, and prefill vs
+    decode at L = 1000 (H200, 2026-12-02: 29/256 and 2/4 tokens bit-equal) — so compiling is part
+    of the contract, and this test fails if a vLLM release makes eager consistent (then the
+    contract can drop the compile time, ~95 s per engine start)."""
+    rows = _measure("contract-eager")["rows"]
+    _show("contract-eager", rows)
+    assert rows["rollout vs score, 1 co-resident"]["max"] == 0.0
+    assert any(r["max"] > 0 for r in rows.values())
 
 
 def test_learner_graph_in_fp32_matches_fp64_and_bf16_does_not():

@@ -6,10 +6,11 @@ is process-wide), on the embedded backbone (SmolLM2-135M-Instruct) in bfloat16, 
 seeded random LoRA role adapters (r = 8, A, B ~ N(0, 0.05²)) and, later, a new executor version:
 
 * :data:`CONFIGS` ``contract`` — :class:`policies.engines.VLLMEngine` with ``consistent=True``
-  (``VLLM_BATCH_INVARIANT=1``), eager; ``contract+graphs`` — the same with CUDA graphs and
-  ``torch.compile``; ``default`` — vLLM as a user runs it (CUDA graphs, default attention
-  backend, batch-invariant mode off): the **negative control**, which must differ. All three
-  keep vLLM's prefix caching on (the engine's default).
+  (``VLLM_BATCH_INVARIANT=1``, Triton attention, CUDA graphs and ``torch.compile``);
+  ``contract-eager`` (the same, eager) and ``contract-fa3`` (the same with FlashAttention 3):
+  one choice of the contract changed each; ``default`` — vLLM as a user runs it (CUDA graphs,
+  default attention backend, batch-invariant mode off): the **negative control**, which must
+  differ. All keep vLLM's prefix caching on (the engine's default).
 * Consistency rows (each: compared tokens, bit-equal tokens, max/mean/std |Δℓ|, k3 KL, the
   most requests vLLM put in one forward step):
   ``rollout vs score, N co-resident`` for N = 1, 16, 64, 256 mixed-length (5–700 token) prompts
@@ -22,7 +23,7 @@ seeded random LoRA role adapters (r = 8, A, B ~ N(0, 0.05²)) and, later, a new 
   both versions; ``recheck executor@0`` — the first batch's executor@0 requests again, after the
   switch: same tokens and log-probs as before.
   ``graphs vs eager`` (computed by :func:`run`): the same requests' log-probs from ``contract``
-  and ``contract+graphs``.
+  and ``contract-eager``.
 * Throughput rows: generated tokens/s for B = 64 and 256 prompts of 512 random tokens, 128 new
   tokens each (``ignore_eos``), the executor adapter on every request, median of 2 timed calls
   after a warm-up; and transformers ``generate`` with a static KV cache and ``torch.compile``
@@ -49,16 +50,15 @@ import traceback
 from pathlib import Path
 
 CONFIGS = {
-    "contract": dict(consistent=True, cuda_graphs=False),
-    "contract+graphs": dict(consistent=True, cuda_graphs=True),
-    "contract-unpatched": dict(consistent=True, cuda_graphs=False, cuda_patches=False),
-    "contract-fa3": dict(consistent=True, cuda_graphs=False, attention_backend="FLASH_ATTN"),
+    "contract": dict(consistent=True, cuda_graphs=True),
+    "contract-eager": dict(consistent=True, cuda_graphs=False),
+    "contract-fa3": dict(consistent=True, cuda_graphs=True, attention_backend="FLASH_ATTN"),
     "default": dict(consistent=False, cuda_graphs=True),
 }
-"""Label → VLLMEngine settings. ``default`` is vLLM's own default configuration (negative control);
-``contract-unpatched`` is vLLM's batch-invariant mode without :mod:`policies.vllm_cuda_patches`
-and ``contract-fa3`` the mode with FlashAttention 3 instead of the contract's Triton attention
-(each shows whether that choice is needed; neither is a configuration the contract relies on)."""
+"""Label → VLLMEngine settings. ``contract``: batch-invariant mode, Triton attention, CUDA graphs +
+``torch.compile`` (the engine's defaults with ``consistent=True``); ``contract-eager`` and
+``contract-fa3`` change one of those choices each (they show whether it is needed; the contract
+does not rely on them); ``default`` is vLLM's own default configuration (the negative control)."""
 CORESIDENT = (1, 16, 64, 256)
 PREFILL_DECODE_LENGTHS = (1, 63, 64, 65, 1000, 2047)
 BATCHES = (64, 256)
@@ -389,17 +389,13 @@ def measure_in_subprocess(label: str, parts: tuple[str, ...], timeout: float = 9
 
 def failures(results: dict) -> list[str]:
     """What makes a :func:`run` a failure: a configuration that did not finish, or a row of a
-    contract configuration (``contract``, ``contract+graphs``) whose values are not all
-    bit-identical (or whose tokens differ), or ``graphs_vs_eager`` differing."""
+    ``contract`` whose values are not all bit-identical (or whose tokens differ)."""
     out = [f"{lb}: {r['error'].strip().splitlines()[-1] if r['error'].strip() else 'failed'}"
            for lb, r in results.get("configs", {}).items() if "error" in r]
-    for lb in ("contract", "contract+graphs"):
+    for lb in ("contract",):
         for name, row in results.get("configs", {}).get(lb, {}).get("rows", {}).items():
             if row["n_equal"] != row["n_tokens"] or not row.get("same_tokens", True):
                 out.append(f"{lb}: {name}: {row['n_equal']}/{row['n_tokens']} bit-equal, max {row['max']:.3g}")
-    g = results.get("graphs_vs_eager")
-    if g and (g["n_equal"] != g["n_tokens"] or not g["same_tokens"]):
-        out.append("graphs vs eager differ")
     return out
 
 
@@ -439,7 +435,7 @@ def run(parts: tuple[str, ...] = ("consistency", "throughput"), labels=None, par
         if "error" in r:
             con.print(f"[red]{lb}: failed: {r['error'][-1500:]}[/red]")
     if "consistency" in parts:
-        a, b = results.get("contract", {}), results.get("contract+graphs", {})
+        a, b = results.get("contract-eager", {}), results.get("contract", {})
         if "reference" in a and "reference" in b:
             out["graphs_vs_eager"] = {**_diff(a["reference"]["logprobs"], b["reference"]["logprobs"]),
                                       "same_tokens": a["reference"]["token_ids"] == b["reference"]["token_ids"]}
@@ -460,7 +456,7 @@ def run(parts: tuple[str, ...] = ("consistency", "throughput"), labels=None, par
                               f"cosine {v['cosine']:.6f} ({gr['params']} weights)")
         if "graphs_vs_eager" in out:
             g = out["graphs_vs_eager"]
-            table.add_row("contract vs contract+graphs", "same requests, 64 co-resident", str(g["n_tokens"]),
+            table.add_row("contract vs contract-eager", "same requests, 64 co-resident", str(g["n_tokens"]),
                           str(g["n_equal"]), f"{g['max']:.3g}", f"{g['mean']:.3g}", f"{g['std']:.3g}",
                           f"{g['k3']:.3g}", "–")
         con.print(table)
@@ -480,8 +476,7 @@ def run(parts: tuple[str, ...] = ("consistency", "throughput"), labels=None, par
         rate = {lb: r["throughput"] for lb, r in results.items() if r.get("throughput")}
         ratios = {}
         for b in map(str, BATCHES):
-            for num, den in (("contract", "default"), ("contract+graphs", "default"),
-                             ("contract", "transformers"), ("contract+graphs", "transformers")):
+            for num, den in (("contract", "default"), ("contract", "transformers")):
                 if num in rate and den in rate:
                     ratios[f"{num} / {den}, B = {b}"] = rate[num][b]["tokens_per_s"] / rate[den][b]["tokens_per_s"]
         out["ratios"] = ratios

@@ -187,7 +187,7 @@ class EngineSettings(Protocol):
     kv_cache_gib: int
     threads: int
     max_num_seqs: int
-    # optional: cuda_graphs (bool, vLLM on CUDA; read with getattr, default False)
+    # optional: cuda_graphs (bool, vLLM on CUDA; read with getattr, default True)
 
 
 def make_engine(settings: EngineSettings, *, backbone: str | os.PathLike | None = None, model=None,
@@ -227,7 +227,7 @@ def make_engine(settings: EngineSettings, *, backbone: str | os.PathLike | None 
                           kv_cache_gib=settings.kv_cache_gib, threads=settings.threads, seed=seed,
                           max_num_seqs=settings.max_num_seqs,
                           vllm_cache_root=cache_dir, device=settings.device, dtype=settings.dtype,
-                          cuda_graphs=getattr(settings, "cuda_graphs", False))
+                          cuda_graphs=getattr(settings, "cuda_graphs", True))
     if model is None or tokenizer is None:
         raise ValueError("make_engine: engine.kind 'torch' runs on the trainer's model: pass model= and tokenizer=")
     import torch

@@ -85,19 +85,17 @@ class VLLMEngine:
             ``VLLM_BATCH_INVARIANT=1``, set before vLLM is imported; ``kv_cache_gib`` becomes
             ``kv_cache_memory_bytes``).
         dtype: ``"float32"`` on the CPU; ``"bfloat16"`` (measured) or ``"float32"`` on CUDA.
-        cuda_graphs: CUDA only: vLLM's CUDA graphs and ``torch.compile`` (its default); False runs
-            eager (``enforce_eager``). Ignored on the CPU (always eager).
-        cuda_patches: CUDA with ``consistent=True`` only: install :mod:`policies.vllm_cuda_patches`
-            (the LoRA shrink kernel's K tile fixed for every batch size; vLLM 0.22.0 only).
-            False measures vLLM's batch-invariant mode as shipped (the bench's
-            ``contract-unpatched``). Process-wide, like the mode itself.
+        cuda_graphs: CUDA only: vLLM's CUDA graphs and ``torch.compile`` (its default, and part of
+            the contract: with ``consistent=True`` the compiled engine gave diff = 0 in every row of
+            ``advsim bench consistency --device cuda`` on the H200, the eager one did not — 29 of
+            256 tokens bit-equal at 16 co-resident requests, prefill ≠ decode at L = 1000).
+            False runs eager (``enforce_eager``). Ignored on the CPU (always eager).
         attention_backend: CUDA only: vLLM's attention backend (``"TRITON_ATTN"``,
-            ``"FLASH_ATTN"``, …). Default: ``"TRITON_ATTN"`` with ``consistent=True`` — in
-            batch-invariant mode vLLM 0.22 runs it as one 2-D kernel with a 32-token KV tile for
-            prefill and decode alike, while FlashAttention 3 (vLLM's choice on Hopper) picks a
-            different KV tile when a step's longest query is one token, so a decoded token's
-            log-prob differed from the same position's prefill (re-score) past one tile (measured
-            on the H200: results/h200-vllm-2026-12-02); vLLM's own choice otherwise.
+            ``"FLASH_ATTN"``, …). Default with ``consistent=True``: ``"TRITON_ATTN"`` — in
+            batch-invariant mode vLLM 0.22 runs it as one 2-D kernel with the same 32-token KV tile
+            for prefill and decode; FlashAttention 3 (vLLM's choice on Hopper) gave the needle (one
+            request alone vs among 128) different log-probs where Triton attention did not (H200,
+            eager engines, 1/16 vs 16/16 bit-equal). Without ``consistent``: vLLM's own choice.
 
     The batch-invariant mode is process-wide (vLLM reads it at import): every VLLMEngine of a
     process on CUDA must agree on ``consistent``; a second one that does not raises
@@ -120,7 +118,7 @@ class VLLMEngine:
                  seed: int = 0,
                  max_num_batched_tokens: int | None = None, llm_kwargs: dict | None = None,
                  vllm_cache_root: str | os.PathLike | None = None, device: str = "cpu",
-                 dtype: str = "float32", cuda_graphs: bool = False, cuda_patches: bool = True,
+                 dtype: str = "float32", cuda_graphs: bool = True,
                  attention_backend: str | None = None) -> None:
         from policies.backbone import cache_root, load_tokenizer, resolve_backbone
 
@@ -138,13 +136,6 @@ class VLLMEngine:
             # vLLM 0.22 imports flashinfer for its top-k/top-p sampler when this is on; requirements-gpu-vllm.txt
             # leaves flashinfer out (PyTorch's sampler is used, as vLLM does where flashinfer is absent)
             os.environ.setdefault("VLLM_USE_FLASHINFER_SAMPLER", "0")
-            from policies import vllm_cuda_patches
-
-            if consistent and cuda_patches:
-                vllm_cuda_patches.install()
-            elif vllm_cuda_patches.installed():
-                log.warning("VLLMEngine(cuda_patches=False) in a process where policies.vllm_cuda_patches "
-                            "is already installed: it runs patched anyway")
         else:
             os.environ["VLLM_CPU_KVCACHE_SPACE"] = str(kv_cache_gib)
             if consistent:
