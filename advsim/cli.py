@@ -248,7 +248,8 @@ def train_cmd(
 @app.command("eval")
 def eval_cmd(
     run: Path = typer.Option(..., "--run", help="run directory"),
-    tasks: str = typer.Option("sample:2", help="'all', 'sample:N' (N per stratum) or task ids"),
+    tasks: str = typer.Option("sample:2", help="'all', 'sample:N' (N per group: web stratum, ledger protocol) "
+                                               "or task ids"),
     seeds: int = typer.Option(3, help="repeats per task in the simulated world (mean and spread)"),
     world: str = typer.Option("both", help="sim | both: the simulated columns, plus the real-browser ones "
                                             "(`browser` = both; the simulated columns are always computed)"),
@@ -260,20 +261,12 @@ def eval_cmd(
                                                 help="OpenAI-compatible endpoint of an external reactive adversary"),
     adversary_model: str = typer.Option("default", "--adversary-model", help="its `model` field"),
 ) -> None:
-    """Clean and attacked completion of every checkpoint (sim and real browser) and the report."""
+    """Clean and attacked completion of every checkpoint (world model, and the real browser where
+    the world has one) and the report."""
     _setup_logging()
-    from advsim.config import load_config
     from advsim.evaluate import evaluate
     from advsim.report import write_report
 
-    if (run / "config.yaml").is_file() and load_config(run / "config.yaml").world.name != "web":
-        # a world without the web's browser/corpus/LM-judge columns: the suite's own evaluation
-        from advsim.suite_eval import evaluate_suite
-
-        results = evaluate_suite(run)
-        typer.echo(f"report: {run / 'report.md'}")
-        _write_json(json_out, results)
-        return
     if world not in ("sim", "browser", "both"):
         typer.echo("error: --world must be sim, browser or both", err=True)
         raise typer.Exit(2)
@@ -287,8 +280,12 @@ def eval_cmd(
         from advsim.attacks import OpenAIAdversary
 
         external = OpenAIAdversary(adversary_url, adversary_model, api_key=os.environ.get("OPENAI_API_KEY"))
-    results = evaluate(run, tasks=tasks, seeds=seeds, browser=world != "sim", corpus_attacks=corpus, judge=judge,
-                       external=external)
+    try:
+        results = evaluate(run, tasks=tasks, seeds=seeds, browser=world != "sim", corpus_attacks=corpus, judge=judge,
+                           external=external)
+    except ValueError as exc:  # a column the run's world does not have (LM judge, external adversary)
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2)
     report = write_report(run, results)
     typer.echo(f"report: {report}")
     _write_json(json_out, results)
@@ -342,7 +339,7 @@ def demo_summary(run_dir: Path, results: dict, minutes: float) -> dict:
                 if r:
                     levels.append({"level": int(lv), "checkpoint": name, "setting": setting, "success": r["rate"],
                                    "n": r["n"], "ci_low": r["ci_low"], "ci_high": r["ci_high"]})
-    return {"minutes": round(minutes, 2),
+    return {"world": results.get("world"), "minutes": round(minutes, 2),
             "parse_rate": {r: chk.get(f"{r}_parse_rate") for r in ("executor", "curriculum", "adversary")},
             "informative_group_fraction": s1[-1]["executor"].get("informative_group_fraction") if s1 else None,
             "curriculum_reward_max": max((e["curriculum_reward_max"] for e in s1), default=None),
@@ -389,19 +386,6 @@ def demo_cmd(
     learner.engine_log = log
     run = train(cfg, run_dir, resume=resume, learner=learner)
     t1 = time.perf_counter()
-    if cfg.world.name != "web":  # no browser/corpus columns outside the web world: the suite's evaluation
-        from advsim.suite_eval import evaluate_suite, suite_summary
-
-        results = evaluate_suite(run.path, learner=learner)
-        summary = suite_summary(run.path, results, (time.perf_counter() - t0) / 60)
-        from forms_bench.atomic import atomic_write_text
-
-        atomic_write_text(run.path / "demo.json", json.dumps(summary, indent=2, sort_keys=True))
-        typer.echo(f"training {t1 - t0:.0f} s, evaluation {time.perf_counter() - t1:.0f} s, "
-                   f"total {summary['minutes']:.1f} min")
-        typer.echo(f"report: {run.path / 'report.md'}")
-        _write_json(json_out, summary)
-        return
     results = evaluate(run.path, tasks="all" if full else cfg.eval.tasks, seeds=cfg.eval.seeds,
                        browser=cfg.eval.browser, attacked_browser=cfg.eval.attacked_browser,
                        corpus_attacks=cfg.eval.corpus, learner=learner)

@@ -192,7 +192,8 @@ class RolloutConfig:
 
 @dataclass(config=_STRICT)
 class EvalConfig:
-    tasks: str = _f("sample:2", "Test tasks to evaluate: 'all', 'sample:N' (N per stratum) or ids.")
+    tasks: str = _f("sample:2", "Frozen test tasks to evaluate: 'all', 'sample:N' (N per group: web stratum, ledger "
+                                  "protocol) or ids.")
     seeds: int = _f(1, "Repeats per task in the simulated world (mean and spread reported).", ge=1)
     browser: bool = _f(True, "Also measure strict success in the real browser.")
     attacked_browser: bool = _f(True, "Also measure attacked strict success in the real browser.")

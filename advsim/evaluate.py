@@ -1,37 +1,43 @@
-"""``advsim eval``: did training work? Clean and attacked completion per checkpoint.
+"""``advsim eval``: did training work? Clean and attacked success per checkpoint, in any world.
 
-For every executor checkpoint of a run (``warmstart`` = the base, ``capability-iter-t``,
-``robust-iter-t``) on a stratified sample of the 150 test tasks:
+:func:`evaluate` takes a run and evaluates every executor checkpoint (``warmstart`` = the base,
+``capability-iter-t``, ``robust-iter-t``) in the world its config names, through the task-suite
+protocol only (:class:`advsim.suites.CoevolutionSuite`: the web forms or the evidence ledger):
 
-- **sim clean** — strict success in the simulated world, ``seeds`` repeats (mean and spread);
-- **sim attacked (learned)** — under each learned adversary ``adv-v-t``: the adversary writes
-  α for the task's initial page and a clean control trajectory (the oracle's actions — the same
-  kind of prompt it sees in training), α is rendered at transition d. Only episodes whose α
-  parsed *and* was rendered (passed the render gate) count as attacked: each attacked column
-  reports ``proposals``, ``parsed``, ``rendered``, ``task_completed`` (strict success over the
-  rendered episodes, with n and a 95 % Wilson interval) and ``attack_succeeded`` (the flip rate:
-  rendered episodes that fail although the same task and seed succeeded clean, over those clean
-  successes);
+- **sim clean** — strict success on a sample of the suite's frozen test tasks (``eval.tasks``:
+  ``all``, ``sample:N`` per group — web: stratum, ledger: protocol — or task ids) in the world
+  model, ``seeds`` repeats (mean and spread, per group);
+- **sim attacked (learned)** — under each learned adversary ``adv-v-t``: the adversary writes α
+  for the task and a successful control (the ground truth's actions — the same kind of prompt it
+  sees in training), α is rendered on the world's injection surface (the page; a tool result) at
+  transition d. Only episodes whose α parsed *and* was rendered count as attacked: each attacked
+  column reports ``proposals``, ``parsed``, ``rendered``, ``task_completed`` (strict success over
+  the rendered episodes, with n and a 95 % Wilson interval) and ``attack_succeeded`` (the flip
+  rate: rendered episodes that fail although the same task and seed succeeded clean, over those
+  clean successes);
 - **per-level pool** — every checkpoint on a fixed pool drawn from the training distribution at
-  each difficulty level (``eval.levels``, ``eval.pool_per_level`` tasks per level, seeds ≥ 10⁶
-  that no proposal or warm start uses), clean, under the last learned adversary and under the
-  null injection (:func:`advsim.attacks.benign_injection`), with n and Wilson intervals;
-- **sim attacked (corpus)** — under the built-in injection-style corpus (:mod:`advsim.attacks`),
-  an adversary that took no part in training;
-- **sim attacked (external)** — under a reactive adversary outside the project (e.g.
-  :class:`advsim.attacks.OpenAIAdversary`, any OpenAI-compatible endpoint): before each
-  transition it sees goal, page and pending action and may inject (AdvSim2Real's protocol:
-  11 queries × 256 tokens, stop after the first accepted injection; :mod:`advsim.envs.reactive`);
-- **browser clean** — strict success on the real pages in headless Chromium, no world model;
-- **browser attacked** — the last learned adversary's α inserted into the live DOM (the paper
-  could only check robustness inside its world model).
+  each difficulty level (``eval.levels``, ``eval.pool_per_level`` tasks per level, seeds from
+  :data:`POOL_SEED` that no proposal or warm start uses), clean, under the last learned adversary
+  and under the null injection (:meth:`null_injection`), with n and Wilson intervals, and the
+  paired change between checkpoints (same slots, same sampling seeds; exact McNemar test);
+- columns a world offers (the suite returns None otherwise and the column is left out):
+  **sim attacked (corpus)** — the world's fixed injection-style corpus, an adversary that took no
+  part in training; **sim attacked (external)** and the pool's **reactive** column — a reactive
+  adversary before each transition (AdvSim2Real's protocol: 11 queries × 256 tokens); **browser
+  clean / attacked** — the real counterpart of the world model (web: headless Chromium, the last
+  learned adversary's α in the live DOM); the **LM judge**'s verdicts next to the strict ones;
+- the world's own metrics (:meth:`episode_metrics`; the ledger's SafeActBench ECS per protocol,
+  P-M, D-M, BSR, PAR, CAS, Gap, Part.) on every column that has them, over rendered episodes for
+  attacked columns, each rate with a Wilson interval.
 
-Results are per stratum and overall; the report (:mod:`advsim.report`) turns them into
-``report.md`` and plots.
+``eval.json`` is written atomically; :mod:`advsim.report` turns the results into ``report.md``
+and plots. Counting is honest (AdvSim2Real's protocol): every rate carries its numerator and
+denominator.
 """
 
 from __future__ import annotations
 
+import json
 import math
 import random
 import statistics
@@ -44,16 +50,11 @@ from rich.table import Table
 from advsim.config import TrainConfig, load_config
 from advsim.report import checkpoint_order
 from advsim.rollout import EpisodeSpec, run_episodes
-from advsim.suites import WebFormsSuite
-from forms_bench import STRATA
-from forms_bench.suite import select_tasks
-from forms_bench.injection import Injection
-from forms_bench.schema import Task
 from forms_bench.atomic import atomic_write_json
 
 POOL_SEED = 1_000_000
-"""Seeds of the per-level evaluation pool start here: above every seed a curriculum proposal
-(≤ 999,999) or the warm start can draw, so the pool is never trained on."""
+"""Seed of the per-level evaluation pools (:meth:`eval_pool` of the suite): web tasks take seeds
+from here up, above every seed a curriculum proposal (≤ 999,999) or the warm start can draw."""
 
 
 def wilson(k: int, n: int, z: float = 1.959964) -> tuple[float | None, float | None]:
@@ -113,21 +114,26 @@ def paired_change(before: Sequence[bool], after: Sequence[bool]) -> dict[str, An
             "neither": n - both - b - c, "p_value": mcnemar_exact(b, c)}
 
 
-def eval_pool(levels: Sequence[int], per_level: int | dict[int, int]) -> dict[int, list[Task]]:
-    """The fixed per-level evaluation pool: ``per_level`` training-split tasks per level (an int,
-    or ``{level: n}``; levels with n = 0 are left out), cycling through strata and domains, seeds
-    ``POOL_SEED + 1000·level + i`` — so a level's first n tasks are the same whatever n is."""
-    from forms_bench.difficulty import level_knobs
-    from forms_bench.generate import make_task
-    from forms_bench.proposal import DOMAIN_NAMES
-
-    sizes = {lv: (per_level.get(lv, 0) if isinstance(per_level, dict) else per_level) for lv in levels}
-    return {lv: [make_task(STRATA[i % len(STRATA)], DOMAIN_NAMES[(i // len(STRATA)) % len(DOMAIN_NAMES)],
-                           POOL_SEED + 1000 * lv + i, knobs=level_knobs(lv)) for i in range(n)]
-            for lv, n in sizes.items() if n > 0}
+def with_intervals(obj: Any) -> Any:
+    """Every ``{"num", "den", "value"}`` rate inside ``obj`` gains ``ci_low``/``ci_high`` (95 % Wilson)."""
+    if isinstance(obj, dict):
+        out = {k: with_intervals(v) for k, v in obj.items()}
+        if {"num", "den", "value"} <= set(obj):
+            out["ci_low"], out["ci_high"] = wilson(obj["num"], obj["den"])
+        return out
+    if isinstance(obj, list):
+        return [with_intervals(x) for x in obj]
+    return obj
 
 
-def attacked_column(clean, alphas: Sequence[Injection | None], attacked) -> dict[str, Any]:
+def _metrics(suite, episodes) -> dict[str, Any]:
+    """``{"metrics": …}`` of the world's own metrics over ``episodes`` (empty when it has none or
+    there is no episode)."""
+    m = suite.episode_metrics([e.final_info for e in episodes]) if episodes else {}
+    return {"metrics": with_intervals(m)} if m else {}
+
+
+def attacked_column(clean, alphas: Sequence[Any], attacked) -> dict[str, Any]:
     """Honest attack metrics for one column.
 
     Args:
@@ -149,42 +155,49 @@ def attacked_column(clean, alphas: Sequence[Injection | None], attacked) -> dict
             "took_target": rate([e.took_target for _, e in rendered])}
 
 
-def _rates(episodes, tasks: Sequence[Task], seeds: int) -> dict[str, Any]:
-    """Success per stratum and overall; ``spread`` = std over seeds of the overall rate."""
-    per = {s: [] for s in STRATA}
+def attacked_columns(suite, clean, alphas: Sequence[Any], attacked) -> dict[str, Any]:
+    """:func:`attacked_column` plus the world's metrics over the rendered episodes."""
+    return {**attacked_column(clean, alphas, attacked), **_metrics(suite, [e for e in attacked if e.rendered])}
+
+
+def group_rates(suite, episodes, tasks: Sequence, seeds: int) -> dict[str, Any]:
+    """Success per group (``suite.groups``: web strata, ledger protocols) and overall;
+    ``spread`` = std over seeds of the overall rate; the world's metrics when it has them.
+
+    Args:
+        episodes: ``seeds`` repeats of ``tasks``, in that order (repeat-major).
+    """
+    per: dict[str, list] = {g: [] for g in suite.groups}
     for ep in episodes:
-        per[ep.spec.task.stratum].append(ep.success)
+        per.setdefault(suite.task_group(ep.spec.task), []).append(ep.success)
     n = len(tasks)
     by_seed = [statistics.fmean(e.success for e in episodes[k * n:(k + 1) * n]) for k in range(seeds)] if n else []
     return {"overall": statistics.fmean(e.success for e in episodes) if episodes else None,
             "spread": statistics.pstdev(by_seed) if len(by_seed) > 1 else 0.0,
-            "per_stratum": {s: (statistics.fmean(v) if v else None) for s, v in per.items()},
+            "per_group": {g: (statistics.fmean(v) if v else None) for g, v in per.items()},
             "episodes": len(episodes),
-            "world_errors": sum(any(r.startswith("world error") for r in e.reasons) for e in episodes)}
+            "world_errors": sum(any(r.startswith("world error") for r in e.reasons) for e in episodes),
+            **_metrics(suite, episodes)}
 
 
-def learned_injections(learner, io, tasks: Sequence[Task], adversary: str, seed: int) -> list[Injection | None]:
-    """α per task from an adversary adapter version (None when its output does not parse).
-
-    The prompt is the one the adversary trains on: goal, initial page and a successful clean
-    trajectory (here the oracle's actions, standing in for the executor's good control)."""
-    from forms_bench.oracle import solve
+def learned_alphas(learner, io, suite, tasks: Sequence, adversary: str, seed: int) -> list:
+    """α per task from an adversary adapter version, on the prompt it trains on (the task and a
+    successful control: here the ground truth's actions, :meth:`control_actions`); None when
+    the output does not parse or the task has no injection surface (:meth:`injectable`; not
+    queried). Request ``i`` is sampled with seed ``seed + i``."""
     from policies.engines import GenerationRequest
-    from worlds.web.sim import SimWebWorld
 
-    world = SimWebWorld()
-    reqs = [GenerationRequest(prompt_ids=tuple(io.adversary_prompt(t.goal, world.reset(t),
-                                                                   [a.to_text() for a in solve(t)])),
-                              adapter=adversary,
-                              max_new_tokens=learner.cfg.rollout.proposal_max_new_tokens,
-                              temperature=learner.cfg.rollout.proposal_temp(), seed=seed + i)
-            for i, t in enumerate(tasks)]
-    out = []
-    for g in learner.engine.generate(reqs):
+    r = learner.cfg.rollout
+    targets = [(i, t) for i, t in enumerate(tasks) if suite.injectable(t)]
+    reqs = [GenerationRequest(prompt_ids=tuple(suite.adversary_prompt(io, t, suite.control_actions(t))),
+                              adapter=adversary, max_new_tokens=r.proposal_max_new_tokens,
+                              temperature=r.proposal_temp(), seed=seed + i) for i, t in targets]
+    out: list = [None] * len(tasks)
+    for g, (i, t) in zip(learner.engine.generate(reqs), targets):
         try:
-            out.append(io.parse_adversary(g.text))
+            out[i] = suite.parse_injection(io, g.text, t)
         except ValueError:
-            out.append(None)
+            pass
     return out
 
 
@@ -204,22 +217,33 @@ def judge_agreement(episodes, judge) -> dict[str, Any]:
             "judge_parse_errors": sum(getattr(v, "parse_error", None) is not None for v in verdicts)}
 
 
-def evaluate(run_dir: str | Path, tasks: str = "sample:2", seeds: int = 1, browser: bool = True,
-             attacked_browser: bool = True, corpus_attacks: bool = True, judge: str = "strict",
+def evaluate(run_dir: str | Path, tasks: str | None = None, seeds: int | None = None, browser: bool | None = None,
+             attacked_browser: bool | None = None, corpus_attacks: bool | None = None, judge: str = "strict",
              external=None, learner=None, io=None, console: Console | None = None) -> dict:
-    """Evaluate every checkpoint of a run; writes ``eval.json`` and returns the results.
+    """Evaluate every checkpoint of a run in its world; writes ``eval.json`` and returns the results.
 
-    Success is always the strict check on the world's true state. ``judge="lm"`` also asks the
-    LM judge J (the frozen backbone, greedy, through the run's engine; :class:`judges.lm.LMJudge`)
-    about every simulated episode and adds its pass rate and its disagreements with the strict
-    check (:func:`judge_agreement`) to each simulated column. ``external``: a reactive adversary
-    ``(AdversaryQuery) -> AdversaryDecision`` for the "sim attacked (external)" column.
+    Success is always the world's strict verdict. Arguments left None come from the run's
+    ``eval`` section (``tasks``, ``seeds``, ``browser``, ``attacked_browser``, ``corpus``).
+    ``judge="lm"`` also asks the world's LM judge (:meth:`lm_judge`; web: J, the frozen backbone,
+    greedy, through the run's engine) about every simulated episode and adds its pass rate and
+    its disagreements with the strict check (:func:`judge_agreement`) to each simulated column.
+    ``external``: a reactive adversary ``(query) -> decision`` for the "sim attacked (external)"
+    column (:meth:`reactive_env`).
+
+    Returns:
+        ``{"world", "groups", "group_name", "tasks", "seeds", "judge", "order", "pool",
+        "pool_adversary", "paired", "checkpoints": {name: {"executor", "sim_clean",
+        "parse_rate", "sim_attacked": {adversary: column}, "sim_attacked_corpus"?,
+        "sim_attacked_external"?, "levels"?, "browser_clean"?, "browser_attacked"?}}}``
+        (see the module docstring).
 
     Raises:
         FileNotFoundError: ``run_dir`` has no config or no complete checkpoint.
+        ValueError: ``judge`` is not strict/lm; the LM judge, the external adversary or the real
+            world asked for in a world that has none.
     """
-    from advsim.attacks import corpus
     from advsim.run import RunDir
+    from advsim.suites import suite_from_config
     from advsim.train import build_learner, role_io
 
     if judge not in ("strict", "lm"):
@@ -230,13 +254,19 @@ def evaluate(run_dir: str | Path, tasks: str = "sample:2", seeds: int = 1, brows
     done = run.completed()
     if not done:
         raise FileNotFoundError(f"{run.path}: no complete checkpoint to evaluate")
+    ev = cfg.eval
+    tasks = ev.tasks if tasks is None else tasks
+    seeds = ev.seeds if seeds is None else seeds
+    browser = ev.browser if browser is None else browser
+    attacked_browser = ev.attacked_browser if attacked_browser is None else attacked_browser
+    corpus_attacks = ev.corpus if corpus_attacks is None else corpus_attacks
+    suite = suite_from_config(cfg.world)
     learner = learner or build_learner(cfg, run)
     io = io or role_io(learner.tokenizer)
-    sample = select_tasks(tasks)
+    sample = suite.frozen_tasks(tasks)
     states = {name: run.checkpoint_dir(name) for name in done}
     executors = [n for n in done if not n.startswith("adv-v-")]
     adversaries = [n for n in done if n.startswith("adv-v-")]
-    import json
 
     def versions(name):
         return json.loads((states[name] / "state.json").read_text())["versions"]
@@ -244,96 +274,94 @@ def evaluate(run_dir: str | Path, tasks: str = "sample:2", seeds: int = 1, brows
     for name in done:  # make sure every version is registered with the engine
         learner.restore(versions(name), None)
     r = cfg.rollout
-    lm_judge = None
-    if judge == "lm":
-        from judges.lm import LMJudge
-
-        lm_judge = LMJudge(learner.engine, learner.tokenizer, k=1, temperature=0.0, seed=cfg.seed)
+    lm_judge = suite.lm_judge(learner.engine, learner.tokenizer, cfg.seed) if judge == "lm" else None
+    if judge == "lm" and lm_judge is None:
+        raise ValueError(f"judge='lm': the {suite.name} world has no LM judge")
+    if external is not None:
+        probe = suite.make_env()
+        try:
+            if suite.reactive_env(probe, external) is None:
+                raise ValueError(f"external adversary: the {suite.name} world has no reactive protocol")
+        finally:
+            probe.close()
 
     def judged(eps) -> dict[str, Any]:
         return judge_agreement(eps, lm_judge) if lm_judge is not None else {}
 
-    def run_set(executor_ref, specs, seed, world_factory=None, env_wrapper=None):
-        suite = WebFormsSuite(world_factory=world_factory)  # the simulated world, or real pages
-        return run_episodes(learner.engine, suite.executor_prompt(io), specs, executor_ref, seed=seed, suite=suite,
-                            max_steps=r.max_steps, max_new_tokens=r.max_new_tokens, temperature=r.temperature,
-                            top_p=r.top_p, world_errors="fail_episode" if world_factory else "raise",
-                            env_wrapper=env_wrapper)
+    def run_set(executor_ref, specs, seed, in_suite=None, env_wrapper=None):
+        real = in_suite is not None  # the real world: a failing page fails its episode, not the run
+        return run_episodes(learner.engine, suite.executor_prompt(io), specs, executor_ref, seed=seed,
+                            suite=in_suite or suite, max_steps=r.max_steps, max_new_tokens=r.max_new_tokens,
+                            temperature=r.temperature, top_p=r.top_p,
+                            world_errors="fail_episode" if real else "raise", env_wrapper=env_wrapper)
 
-    adv_alphas = {a: learned_injections(learner, io, sample, f"adversary@{versions(a)['adversary']}", 9_001)
-                  for a in (adversaries if cfg.eval.attacked_test else [])}
+    adv_alphas = {a: learned_alphas(learner, io, suite, sample, f"adversary@{versions(a)['adversary']}", 9_001)
+                  for a in (adversaries if ev.attacked_test else [])}
     rng = random.Random(cfg.seed)
-    corpus_alphas = [rng.choice(list(corpus(t).values())) for t in sample]
-    results: dict[str, Any] = {"tasks": [t.id for t in sample], "seeds": seeds, "judge": judge,
+    corpus_alphas = [suite.corpus_injection(t, rng) for t in sample] if corpus_attacks else []
+    corpus_alphas = corpus_alphas if any(a is not None for a in corpus_alphas) else []
+    results: dict[str, Any] = {"world": suite.name, "groups": list(suite.groups), "group_name": suite.group_name,
+                               "tasks": [suite.task_id(t) for t in sample], "seeds": seeds, "judge": judge,
                                "order": list(executors), "checkpoints": {}}
-    pool = eval_pool(cfg.eval.levels, cfg.eval.pool_per_level) if cfg.eval.pool_per_level else {}
+    sizes = ev.pool_per_level
+    pool = {lv: suite.eval_pool(lv, sizes.get(lv, 0) if isinstance(sizes, dict) else sizes, POOL_SEED)
+            for lv in ev.levels} if sizes else {}
+    pool = {lv: ts for lv, ts in pool.items() if ts}
     last_adv = adversaries[-1] if adversaries else None
-    att_levels = cfg.eval.levels if cfg.eval.attacked_levels is None else cfg.eval.attacked_levels
-    n_att = cfg.eval.attacked_per_level
-    pool_alphas = ({lv: learned_injections(learner, io, ts[:n_att], f"adversary@{versions(last_adv)['adversary']}",
-                                           9_101 + lv)
+    att_levels = ev.levels if ev.attacked_levels is None else ev.attacked_levels
+    pool_alphas = ({lv: learned_alphas(learner, io, suite, ts[:ev.attacked_per_level],
+                                       f"adversary@{versions(last_adv)['adversary']}", 9_101 + lv)
                     for lv, ts in pool.items() if lv in att_levels}
-                   if pool and last_adv and cfg.eval.attacked_pool else {})
+                   if pool and last_adv and ev.attacked_pool else {})
     if pool:
-        results["pool"] = {str(lv): [t.id for t in ts] for lv, ts in pool.items()}
+        results["pool"] = {str(lv): [suite.task_id(t) for t in ts] for lv, ts in pool.items()}
         results["pool_adversary"] = last_adv if pool_alphas else None
+    real = suite.real_world() if browser else None
     for name in executors:
         ex = f"executor@{versions(name)['executor']}"
         res: dict[str, Any] = {"executor": ex}
         clean = run_set(ex, [EpisodeSpec(t) for _ in range(seeds) for t in sample], 101)
-        res["sim_clean"] = {**_rates(clean, sample, seeds), **judged(clean)}
-        res["parse_rate"] = statistics.fmean(e.parse_rate for e in clean)
+        res["sim_clean"] = {**group_rates(suite, clean, sample, seeds), **judged(clean)}
+        res["parse_rate"] = statistics.fmean(e.parse_rate for e in clean) if clean else None
         res["sim_attacked"] = {}
         for a, alphas in adv_alphas.items():
             slots = [alpha for _ in range(seeds) for alpha in alphas]
             specs = [EpisodeSpec(t, alpha) for _ in range(seeds) for t, alpha in zip(sample, alphas) if alpha is not None]
             eps = run_set(ex, specs, 101)
-            res["sim_attacked"][a] = {**attacked_column(clean, slots, eps), **judged([e for e in eps if e.rendered])}
-        if corpus_attacks:
+            res["sim_attacked"][a] = {**attacked_columns(suite, clean, slots, eps),
+                                      **judged([e for e in eps if e.rendered])}
+        if corpus_alphas:
             slots = [alpha for _ in range(seeds) for alpha in corpus_alphas]
-            eps = run_set(ex, [EpisodeSpec(t, alpha) for _ in range(seeds) for t, alpha in zip(sample, corpus_alphas)],
-                          101)
-            res["sim_attacked_corpus"] = {**attacked_column(clean, slots, eps),
+            eps = run_set(ex, [EpisodeSpec(t, alpha) for _ in range(seeds) for t, alpha in zip(sample, corpus_alphas)
+                               if alpha is not None], 101)
+            res["sim_attacked_corpus"] = {**attacked_columns(suite, clean, slots, eps),
                                           **judged([e for e in eps if e.rendered])}
         if external is not None:
-            from advsim.envs.reactive import ReactiveAdversaryEnv
-
             eps = run_set(ex, [EpisodeSpec(t) for _ in range(seeds) for t in sample], 101,
-                          env_wrapper=lambda env: ReactiveAdversaryEnv(env, external))
-            col = attacked_column(clean, [True] * len(eps), eps)
+                          env_wrapper=lambda env: suite.reactive_env(env, external))
+            col = attacked_columns(suite, clean, [True] * len(eps), eps)
             if hasattr(external, "check"):  # endpoint errors of this column; raises past the threshold
                 col["endpoint"] = external.check()
             res["sim_attacked_external"] = {**col, **judged([e for e in eps if e.rendered])}
         if pool:
-            attacked_here = cfg.eval.attacked_checkpoints is None or name in cfg.eval.attacked_checkpoints
+            attacked_here = ev.attacked_checkpoints is None or name in ev.attacked_checkpoints
             reactive = None
-            if pool_alphas and attacked_here and cfg.eval.reactive:
-                from advsim.attacks import RoleAdversary
-
+            if pool_alphas and attacked_here and ev.reactive:
                 v_adv = versions(last_adv)["adversary"]
-                reactive = lambda lv, v=v_adv: RoleAdversary(  # noqa: E731
+                reactive = lambda lv, v=v_adv: suite.reactive_adversary(  # noqa: E731
                     learner.engine, io, f"adversary@{v}", temperature=r.proposal_temp(),
                     max_new_tokens=min(256, r.proposal_max_new_tokens), seed=9_201 + lv)
-            res["levels"] = _pool_columns(run_set, ex, pool, pool_alphas if attacked_here else {}, reactive)
-        if browser:
-            from worlds.web.browser import BrowserWorld
-
-            worlds: list = []
-
-            def factory():
-                worlds.append(BrowserWorld())
-                return worlds[-1]
-
-            try:
-                b_clean = run_set(ex, [EpisodeSpec(t) for t in sample], 101, factory)
-                res["browser_clean"] = _rates(b_clean, sample, 1)
+            res["levels"] = pool_columns(run_set, suite, ex, pool, pool_alphas if attacked_here else {}, reactive)
+        if real is not None:
+            with suite.real_world() as real_suite:
+                b_clean = run_set(ex, [EpisodeSpec(t) for t in sample], 101, real_suite)
+                res["browser_clean"] = group_rates(suite, b_clean, sample, 1)
                 if attacked_browser and adversaries and adv_alphas:
                     alphas = adv_alphas[adversaries[-1]]
-                    eps = run_set(ex, [EpisodeSpec(t, a) for t, a in zip(sample, alphas) if a is not None], 101, factory)
-                    res["browser_attacked"] = {**attacked_column(b_clean, alphas, eps), "adversary": adversaries[-1]}
-            finally:
-                for w in worlds:
-                    w.close()
+                    eps = run_set(ex, [EpisodeSpec(t, a) for t, a in zip(sample, alphas) if a is not None], 101,
+                                  real_suite)
+                    res["browser_attacked"] = {**attacked_columns(suite, b_clean, alphas, eps),
+                                               "adversary": adversaries[-1]}
         results["checkpoints"][name] = res
         lv_txt = ", ".join(f"L{lv} {_fmt(v['clean']['rate'])}" for lv, v in res.get("levels", {}).items())
         console.log(f"eval {name} ({ex}): sim clean {_fmt(res['sim_clean']['overall'])}"
@@ -346,53 +374,52 @@ def evaluate(run_dir: str | Path, tasks: str = "sample:2", seeds: int = 1, brows
     return results
 
 
-def _pool_columns(run_set, ex: str, pool: dict[int, list[Task]], alphas: dict[int, list],
-                  reactive: Callable[[int], Any] | None = None) -> dict[str, Any]:
+def pool_columns(run_set, suite, ex: str, pool: dict[int, list], alphas: dict[int, list],
+                 reactive: Callable[[int], Any] | None = None) -> dict[str, Any]:
     """Per level: clean success, and (when ``alphas``) the attacked and null-injection columns
-    (:func:`attacked_column`). All episodes of all levels run as one batch (one engine call per
-    step), each attacked/null episode on the same task as its clean slot.
+    (:func:`attacked_columns`; null = :meth:`null_injection` of each parsed α). All episodes of
+    all levels run as one batch (one engine call per step), each attacked/null episode on the
+    same task as its clean slot; the world's metrics on each column that has them.
 
-    ``reactive``: level → a reactive adversary (:class:`advsim.attacks.RoleAdversary`); the
-    levels in ``alphas`` then also get a ``"reactive"`` column — the same tasks under
-    :class:`advsim.envs.reactive.ReactiveAdversaryEnv` (≤ 11 queries × ≤ 256 tokens, wait or
-    inject before each transition), an episode counting as attacked only when an injection was
-    accepted and rendered — with the adversary's query and parse counts."""
-    from advsim.attacks import benign_injection
-
+    ``reactive``: level → a reactive adversary (:meth:`reactive_adversary`; None: the world has
+    no reactive protocol, no column); the levels in
+    ``alphas`` then also get a ``"reactive"`` column — the same tasks under
+    :meth:`reactive_env` (≤ 11 queries × ≤ 256 tokens, wait or inject before each transition),
+    an episode counting as attacked only when an injection was accepted and rendered — with the
+    adversary's query and parse counts."""
     specs, parts = [], []
     for lv, tasks in pool.items():
         parts.append((lv, "clean", None, len(specs), len(tasks)))
         specs += [EpisodeSpec(t) for t in tasks]
         if lv in alphas:
             for setting, injs in (("attacked", alphas[lv]),
-                                  ("null", [benign_injection(a) if a is not None else None for a in alphas[lv]])):
+                                  ("null", [suite.null_injection(a) if a is not None else None for a in alphas[lv]])):
                 chosen = [(t, a) for t, a in zip(tasks, injs) if a is not None]
                 parts.append((lv, setting, injs, len(specs), len(chosen)))
                 specs += [EpisodeSpec(t, a) for t, a in chosen]
     eps = run_set(ex, specs, 505)
     out: dict[str, Any] = {}
+    clean_eps: dict[int, list] = {}
     for lv, setting, injs, start, n in parts:
         chunk = eps[start:start + n]
         entry = out.setdefault(str(lv), {})
         if setting == "clean":
-            entry["clean"] = {**rate([e.success for e in chunk]), "outcomes": [bool(e.success) for e in chunk]}
+            entry["clean"] = {**rate([e.success for e in chunk]), "outcomes": [bool(e.success) for e in chunk],
+                              **_metrics(suite, chunk)}
             entry["parse_rate"] = statistics.fmean(e.parse_rate for e in chunk) if chunk else None
-            entry["_clean_eps"] = chunk
+            clean_eps[lv] = chunk
         else:
-            entry[setting] = attacked_column(entry["_clean_eps"], injs, chunk)
+            entry[setting] = attacked_columns(suite, clean_eps[lv], injs, chunk)
     if reactive is not None:
-        from advsim.envs.reactive import ReactiveAdversaryEnv
-
         for lv in alphas:
             adv = reactive(lv)
+            if adv is None:  # the world has no reactive protocol
+                continue
             r_eps = run_set(ex, [EpisodeSpec(t) for t in pool[lv][:len(alphas[lv])]], 505,
-                            env_wrapper=lambda env, adv=adv: ReactiveAdversaryEnv(env, adv))
-            entry = out[str(lv)]
+                            env_wrapper=lambda env, adv=adv: suite.reactive_env(env, adv))
             # proposals = parsed = episodes run reactively (the adversary's own parses: "queries")
-            entry["reactive"] = {**attacked_column(entry["_clean_eps"], [True] * len(r_eps), r_eps),
-                                 "queries": adv.check()}
-    for entry in out.values():
-        entry.pop("_clean_eps", None)
+            out[str(lv)]["reactive"] = {**attacked_columns(suite, clean_eps[lv], [True] * len(r_eps), r_eps),
+                                        "queries": adv.check()}
     return out
 
 

@@ -4,7 +4,8 @@ Plots (matplotlib, Agg backend):
 
 - ``completion.png`` — completion per checkpoint: sim clean, sim attacked (learned adversaries,
   mean), sim attacked (corpus), browser clean, browser attacked;
-- ``strata.png`` — per-stratum completion of the last checkpoint, clean vs attacked vs browser;
+- ``groups.png`` — completion per group (web: stratum; ledger: protocol) of the last checkpoint,
+  sim clean vs browser clean;
 - ``training.png`` — reward and success curves per role over updates, and the p̂ histogram of
   the curriculum's proposals.
 """
@@ -14,7 +15,6 @@ from __future__ import annotations
 import io
 from pathlib import Path
 
-from forms_bench import STRATA
 from forms_bench.atomic import atomic_write_bytes, atomic_write_text
 
 
@@ -84,7 +84,7 @@ def plot_completion(results: dict, path: Path) -> None:
     plt.close(fig)
 
 
-def plot_strata(results: dict, path: Path) -> None:
+def plot_groups(results: dict, path: Path) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -92,21 +92,22 @@ def plot_strata(results: dict, path: Path) -> None:
 
     last = checkpoint_order(results)[-1]
     res = results["checkpoints"][last]
-    groups = {"sim clean": res["sim_clean"]["per_stratum"]}
+    names = results["groups"]
+    groups = {"sim clean": res["sim_clean"]["per_group"]}
     if "browser_clean" in res:
-        groups["browser clean"] = res["browser_clean"]["per_stratum"]
+        groups["browser clean"] = res["browser_clean"]["per_group"]
     fig, ax = plt.subplots(figsize=(8, 4.2))
     width = 0.8 / len(groups)
     for k, (label, per) in enumerate(groups.items()):
-        xs = [i + k * width for i in range(len(STRATA))]
-        bars = ax.bar(xs, [100 * (per.get(s) or 0.0) for s in STRATA], width, label=label)
+        xs = [i + k * width for i in range(len(names))]
+        bars = ax.bar(xs, [100 * (per.get(s) or 0.0) for s in names], width, label=label)
         # every bar carries its value, so 0 % is visibly 0 and "no data" is visibly "—"
-        ax.bar_label(bars, labels=["—" if per.get(s) is None else f"{100 * per[s]:.0f}" for s in STRATA],
+        ax.bar_label(bars, labels=["—" if per.get(s) is None else f"{100 * per[s]:.0f}" for s in names],
                      fontsize=7, padding=1)
-    ax.set_xticks([i + 0.4 - width / 2 for i in range(len(STRATA))], [s.replace("_", "\n") for s in STRATA])
+    ax.set_xticks([i + 0.4 - width / 2 for i in range(len(names))], [s.replace("_", "\n") for s in names])
     ax.set_ylabel("completion (%)")
     ax.set_ylim(0, 105)
-    ax.set_title(f"Per-stratum completion — {last}")
+    ax.set_title(f"Completion per {results['group_name']} — {last}")
     ax.legend(fontsize=8)
     ax.grid(axis="y", alpha=0.3)
     _save(fig, path)
@@ -173,6 +174,45 @@ def plot_training(events: list[dict], proposals: list[dict], path: Path) -> None
     plt.close(fig)
 
 
+def _rate_cell(x: dict | None) -> str:
+    """``k/n = r % [lo–hi]`` of an aggregate ``{"num", "den", …}`` rate (Wilson interval attached)."""
+    if not x or not x.get("den"):
+        return "—"
+    return (f"{x['num']}/{x['den']} = {100 * x['num'] / x['den']:.0f} % "
+            f"[{100 * x['ci_low']:.0f}–{100 * x['ci_high']:.0f}]")
+
+
+def metrics_table(ck: dict) -> list[str]:
+    """The world's own metrics (the ledger's SafeActBench: ECS per protocol, P-M, D-M, BSR, PAR,
+    CAS) per checkpoint and column, as report lines; none when no column has metrics."""
+    rows = []
+    for name, res in ck.items():
+        cols = [("test sample", "clean", res["sim_clean"])]
+        cols += [("test sample", f"attacked ({a})", v) for a, v in res.get("sim_attacked", {}).items()]
+        if "sim_attacked_corpus" in res:
+            cols.append(("test sample", "attacked (corpus)", res["sim_attacked_corpus"]))
+        for lv, v in res.get("levels", {}).items():
+            cols += [(f"level {lv}", s, v[s]) for s in ("clean", "attacked", "null") if s in v]
+        for where, setting, col in cols:
+            m = col.get("metrics")
+            if not m:
+                continue
+            by_p = m["ECS"]["by_protocol"]
+            pm = "—" if m["P-M"] is None else f"{100 * m['P-M']:.0f} %"
+            dm = "—" if m["D-M"] is None else f"{100 * m['D-M']:.0f} %"
+            rows.append(f"| {name} | {where} | {setting} | "
+                        + " | ".join(_rate_cell(by_p.get(p)) for p in ("V0", "V1", "V2", "V3", "Legacy"))
+                        + f" | {pm} | {dm} | {_rate_cell(m['BSR'])} | {_rate_cell(m['PAR'])} | {_rate_cell(m['CAS'])} |")
+    if not rows:
+        return []
+    return ["", "## Per protocol (SafeActBench)", "",
+            "ECS = 1 when every consequential action was backed by evidence observed earlier (the world's "
+            "strict verdict); attacked columns over rendered episodes only; 95 % Wilson intervals. Gap and "
+            "Part. per protocol are in eval.json (`metrics`).", "",
+            "| checkpoint | tasks | setting | ECS V0 | ECS V1 | ECS V2 | ECS V3 | ECS Legacy | P-M | D-M | BSR | PAR "
+            "| CAS |", "|---|---|---|---|---|---|---|---|---|---|---|---|---|"] + rows
+
+
 def write_report(run_dir: str | Path, results: dict) -> Path:
     """Write ``report.md`` and the plots into ``run_dir``; returns the report path."""
     from advsim.run import RunDir
@@ -180,14 +220,15 @@ def write_report(run_dir: str | Path, results: dict) -> Path:
     run = RunDir(run_dir)
     events, proposals = run.read("events.jsonl"), run.read("proposals.jsonl")
     plot_completion(results, run.path / "completion.png")
-    plot_strata(results, run.path / "strata.png")
+    plot_groups(results, run.path / "groups.png")
     plot_training(events, proposals, run.path / "training.png")
     ck = {name: results["checkpoints"][name] for name in checkpoint_order(results)}
-    lines = [f"# advsim report — {run.path.name}", "",
-             f"Evaluated on {len(results['tasks'])} test tasks (stratified), {results['seeds']} seed(s) in the "
-             "simulated world; browser columns are strict success on the real pages in headless Chromium. "
-             "An attacked column counts only episodes whose injection parsed and was rendered (passed the "
-             "render gate); its completion is over those episodes, with n.", "",
+    groups, gname = results["groups"], results["group_name"]
+    lines = [f"# advsim report — {run.path.name} ({results['world']})", "",
+             f"Evaluated on {len(results['tasks'])} frozen test tasks (stratified by {gname}), {results['seeds']} "
+             "seed(s) in the world model; browser columns (where the world has them) are strict success on the "
+             "real pages in headless Chromium. An attacked column counts only episodes whose injection parsed "
+             "and was rendered (passed the render gate); its completion is over those episodes, with n.", "",
              "## Completion per checkpoint, test sample (%)", "",
              "| checkpoint | executor | sim clean | ± | sim attacked (learned) | sim attacked (corpus) | "
              "sim attacked (external) | browser clean | browser attacked | parse rate |",
@@ -249,14 +290,15 @@ def write_report(run_dir: str | Path, results: dict) -> Path:
             lines.append(f"| {pr['level']} | {pr['before']} → {pr['after']} | {pr['n']} | {_pct(pr['rate_before'])} | "
                          f"{_pct(pr['rate_after'])} | {100 * pr['change']:+.1f} | {pr['both']} | {pr['only_before']} | "
                          f"{pr['only_after']} | {pr['neither']} | {pr['p_value']:.3f} |")
-    lines += ["", "## Per stratum, test sample (%)", ""]
-    lines += ["| checkpoint | setting | " + " | ".join(STRATA) + " |", "|---|---|" + "---|" * len(STRATA)]
+    lines += ["", f"## Per {gname}, test sample (%)", ""]
+    lines += ["| checkpoint | setting | " + " | ".join(groups) + " |", "|---|---|" + "---|" * len(groups)]
     for name, res in ck.items():
         settings = [("sim clean", res["sim_clean"])]
         if "browser_clean" in res:
             settings.append(("browser clean", res["browser_clean"]))
         for label, v in settings:
-            lines.append(f"| {name} | {label} | " + " | ".join(_pct(v["per_stratum"].get(s)) for s in STRATA) + " |")
+            lines.append(f"| {name} | {label} | " + " | ".join(_pct(v["per_group"].get(g)) for g in groups) + " |")
+    lines += metrics_table(ck)
     if results.get("judge") == "lm":
         lines += ["", "## LM judge J vs the strict check (simulated episodes)", "",
                   "Success above is the strict check on the world's true state; J is the frozen backbone "
@@ -321,7 +363,7 @@ def write_report(run_dir: str | Path, results: dict) -> Path:
         if fails:
             lines += ["", "Parse failures (one sample per role and update):", ""]
             lines += [f"- {s}.{i} {role}: `{f['text'][:120]!r}` — {f['error'][:160]}" for s, i, role, f in fails]
-    lines += ["", "![completion per checkpoint](completion.png)", "", "![per stratum](strata.png)", "",
+    lines += ["", "![completion per checkpoint](completion.png)", "", f"![per {gname}](groups.png)", "",
               "![training curves](training.png)", ""]
     path = run.path / "report.md"
     atomic_write_text(path, "\n".join(lines))

@@ -8,7 +8,8 @@ import pytest
 
 from advsim.coevolution import flip_counts, group_stats
 from advsim.config import ConfigError, config_from_dict
-from advsim.evaluate import attacked_column, eval_pool, mcnemar_exact, paired_change, paired_levels, rate, wilson
+from advsim.evaluate import attacked_column, mcnemar_exact, paired_change, paired_levels, rate, wilson
+from advsim.suites.web import eval_pool
 from advsim.rewards import curriculum_reward, executor_advantages
 from advsim.rollout import Episode, EpisodeSpec
 from forms_bench import STRATA, build_test_set, generate, load

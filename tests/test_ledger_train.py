@@ -61,34 +61,49 @@ def test_tiny_ledger_pipeline_runs_every_phase_and_resumes_bit_exact(tmp_path):
     assert adapter_digests(part) == adapter_digests(tmp_path / "full")
 
 
-def test_suite_evaluation_of_a_ledger_run_reports_per_protocol_with_intervals(tmp_path):
+def test_evaluation_of_a_ledger_run_reports_per_protocol_with_intervals(tmp_path):
+    """The one evaluation (advsim.evaluate.evaluate) on a ledger run, through the suite protocol:
+    the frozen sample per protocol (ECS with Wilson intervals), the per-level pool clean /
+    attacked / null with n, the built-in corpus column, no browser/reactive/LM-judge columns
+    (the ledger world has none), and the report's SafeActBench table."""
+    from advsim.cli import demo_summary
+    from advsim.evaluate import evaluate
     from advsim.learner import Learner
-    from advsim.suite_eval import evaluate_suite
+    from advsim.report import write_report
     from policies.backbone import tiny_backbone
 
     cfg = config_from_dict({**LEDGER, "stages": [2], "warmstart": {"enabled": False},
-                            "eval": {"levels": [0, 1], "pool_per_level": 2, "tasks": "sample:1"}})
+                            "eval": {"levels": [0, 1], "pool_per_level": 2, "tasks": "sample:1", "seeds": 2,
+                                     "corpus": True, "browser": True}})
     model, tok = tiny_backbone(seed=cfg.seed)
     learner = Learner(cfg, tmp_path / "adapters", model=model, tokenizer=tok)
     # stage 2 needs stage-1 proposals with p̂ >= eta = 0: none exist, so it logs a skip and still checkpoints
     train(cfg, tmp_path, learner=learner, io=tiny_ledger_io(tok))
-    res = evaluate_suite(tmp_path, learner=learner, io=tiny_ledger_io(tok))
+    res = evaluate(tmp_path, learner=learner, io=tiny_ledger_io(tok))
     assert res["world"] == "evidence-ledger" and res["order"] == ["robust-iter-1"]
-    assert [len(v) for v in res["pool"].values()] == [2, 2] and len(res["sample"]) == 5  # one case per protocol
+    assert res["groups"] == ["V0", "V1", "V2", "V3", "Legacy"] and res["group_name"] == "protocol"
+    assert [len(v) for v in res["pool"].values()] == [2, 2] and len(res["tasks"]) == 5  # one case per protocol
     ck = res["checkpoints"]["robust-iter-1"]
     clean = ck["levels"]["0"]["clean"]
     assert clean["n"] == 2 and clean["ci_low"] is not None
-    by_p = ck["sample"]["clean"]["metrics"]["ECS"]["by_protocol"]
-    assert {p: by_p[p]["den"] for p in by_p} == {"Legacy": 1, "V0": 1, "V1": 1, "V2": 1, "V3": 1}
+    sim = ck["sim_clean"]
+    assert sim["episodes"] == 10 and set(sim["per_group"]) == set(res["groups"])
+    by_p = sim["metrics"]["ECS"]["by_protocol"]
+    assert {p: by_p[p]["den"] for p in by_p} == {"Legacy": 2, "V0": 2, "V1": 2, "V2": 2, "V3": 2}  # 2 seeds
     assert all("ci_low" in by_p[p] for p in by_p)
-    att = ck["levels"]["0"]["attacked"]
-    assert att["proposals"] == 2 and att["parsed"] == 2 and att["task_completed"]["n"] == att["rendered"]
-    smp = ck["sample"]["attacked"]
-    assert smp["proposals"] == 5 and smp["injectable"] == 4 and smp["parsed"] == 4  # Legacy has no tool results
-    report = (tmp_path / "report.md").read_text()
-    assert "| robust-iter-1 | level 0 | 0/2 = 0 % [0–66] |" in report and "## Per protocol (SafeActBench)" in report
-    from advsim.suite_eval import suite_summary
-
-    summary = suite_summary(tmp_path, res, 1.5)
+    # stage 2 was skipped but still checkpointed adv-v-1 (the warm-start adversary): its α on the 4
+    # injectable cases (Legacy has no tool results) × 2 seeds, and on the pool
+    att = ck["sim_attacked"]["adv-v-1"]
+    assert att["proposals"] == 10 and att["parsed"] <= 8 and att["task_completed"]["n"] == att["rendered"]
+    assert res["pool_adversary"] == "adv-v-1" and ck["levels"]["0"]["attacked"]["proposals"] == 2
+    assert "reactive" not in ck["levels"]["0"]  # no reactive protocol in the ledger world
+    corp = ck["sim_attacked_corpus"]  # Legacy has no tool results: 4 of 5 cases × 2 seeds get an α
+    assert corp["proposals"] == 10 and corp["parsed"] == 8 and corp["task_completed"]["n"] == corp["rendered"]
+    assert "browser_clean" not in ck and "sim_attacked_external" not in ck  # the world has no real counterpart
+    report = write_report(tmp_path, res).read_text()
+    assert "## Per protocol (SafeActBench)" in report and "| robust-iter-1 | test sample | clean |" in report
+    assert "## Per protocol, test sample (%)" in report
+    summary = demo_summary(tmp_path, res, 1.5)
     assert summary["world"] == "evidence-ledger" and summary["minutes"] == 1.5
-    assert summary["levels"]["robust-iter-1"]["0"]["n"] == 2 and summary["flip_rate"] == [None]
+    lv0 = [x for x in summary["levels"] if x["level"] == 0 and x["setting"] == "clean"]
+    assert lv0 and lv0[0]["n"] == 2 and summary["flip_rate"] is None

@@ -118,7 +118,7 @@ def test_eval_and_report_on_the_tiny_run(tmp_path):
     assert list(results["checkpoints"]) == ["capability-iter-1", "capability-iter-2", "robust-iter-1"]
     res = results["checkpoints"]["robust-iter-1"]
     assert res["executor"] == f"executor@{learner.versions['executor']}"
-    assert res["sim_clean"]["episodes"] == 10 and set(res["sim_clean"]["per_stratum"]) == set(STRATA)
+    assert res["sim_clean"]["episodes"] == 10 and set(res["sim_clean"]["per_group"]) == set(STRATA)
     assert list(res["sim_attacked"]) == ["adv-v-1"]
     # the LM judge is the tiny random backbone: it never writes a verdict, so every verdict is a
     # parse error (counted as a fail), and each strict success is a "J fail, strict pass"
@@ -135,10 +135,11 @@ def test_eval_and_report_on_the_tiny_run(tmp_path):
     assert clean["judge_fail_strict_pass"] == round(clean["overall"] * 10) and clean["judge_pass_strict_fail"] == 0
     report = write_report(run.path, results)
     text = report.read_text()
-    assert text.startswith("# advsim report — r\n")
+    assert text.startswith("# advsim report — r (web-forms)\n")
+    assert "## Per stratum, test sample (%)" in text and "SafeActBench" not in text  # the web has no metrics
     assert "| robust-iter-1 | executor@" in text and "| capability-iter-1 | sim clean |" in text
     assert f"| robust-iter-1 | sim clean | 0.0 | 0 | {clean['judge_fail_strict_pass']} | 10 |" in text
-    for png in ("completion.png", "strata.png", "training.png"):
+    for png in ("completion.png", "groups.png", "training.png"):
         assert (run.path / png).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 

@@ -53,6 +53,8 @@ class EvidenceLedgerSuite:
 
     name = "evidence-ledger"
     env_id = "advsim/EvidenceLedger-v0"
+    groups = ("V0", "V1", "V2", "V3", "Legacy")
+    group_name = "protocol"
 
     def __init__(self, cases=None, tool_listing: str = "full", domains: Sequence[str] | None = None):
         from worlds.ledger.own import load_cases
@@ -367,3 +369,33 @@ class EvidenceLedgerSuite:
     def injectable(self, task) -> bool:
         """A case whose tool results can carry an injection (not Legacy: no tool results)."""
         return task.protocol != "Legacy"
+
+    def task_group(self, task) -> str:
+        """The case's protocol (V0–V3, Legacy)."""
+        return task.protocol
+
+    def corpus_injection(self, task, rng):
+        """One style of the built-in corpus (:func:`worlds.ledger.injection.corpus`) at a
+        transition 0–2, both drawn with ``rng``; None for a case without tool results."""
+        from worlds.ledger.injection import corpus
+
+        if not self.injectable(task):
+            return None
+        styles = list(corpus(task, transition=rng.randint(0, 2)).values())
+        return styles[rng.randrange(len(styles))]
+
+    def real_world(self):
+        """None: the ledger world has no real counterpart here."""
+        return None
+
+    def reactive_env(self, env, adversary):
+        """None: no reactive protocol in the ledger world yet."""
+        return None
+
+    def reactive_adversary(self, engine, io, adapter: str, *, temperature: float, max_new_tokens: int, seed: int):
+        """None: no reactive protocol in the ledger world yet."""
+        return None
+
+    def lm_judge(self, engine, tokenizer, seed: int):
+        """None: the ledger's verdict is computed from the ledger (no LM judge)."""
+        return None

@@ -64,14 +64,23 @@ class TaskSuite(Protocol):
 @runtime_checkable
 class CoevolutionSuite(TaskSuite, Protocol):
     """A :class:`TaskSuite` the two co-evolution stages, the warm start and
-    :func:`advsim.suite_eval.evaluate_suite` can run in. Proposals and injections are the
+    :func:`advsim.evaluate.evaluate` can run in. Proposals and injections are the
     world's pydantic types (``model_dump`` / ``model_copy`` / ``.level`` are used as they are).
 
     Attributes:
         top_level: the highest difficulty level.
+        groups: the groups frozen test tasks are stratified by, in report order (web: the five
+            strata; ledger: the protocols V0–V3 and Legacy).
+        group_name: what a group is called (``"stratum"``, ``"protocol"``).
+
+    The evaluation binding ends with optional columns: a world without one returns None
+    (:meth:`corpus_injection`, :meth:`real_world`, :meth:`reactive_env`,
+    :meth:`reactive_adversary`, :meth:`lm_judge`) and the evaluation leaves that column out.
     """
 
     top_level: int
+    groups: tuple[str, ...]
+    group_name: str
 
     def curriculum_hints(self) -> list[str]:
         """What the curriculum is asked to propose for, in turn (web: strata; ledger: domains)."""
@@ -148,6 +157,30 @@ class CoevolutionSuite(TaskSuite, Protocol):
 
     def injectable(self, task: Any) -> bool:
         """Whether ``task`` has an injection surface."""
+
+    def task_group(self, task: Any) -> str:
+        """The group of :attr:`groups` a task belongs to."""
+
+    def corpus_injection(self, task: Any, rng: Any) -> Any:
+        """One α for ``task`` from the world's fixed injection-style corpus, drawn with ``rng``
+        (an adversary that took no part in training); None: no corpus, or not injectable."""
+
+    def real_world(self) -> Any:
+        """A context manager that yields this suite over the *real* counterpart of the world model
+        (web: pages in headless Chromium) and closes it on exit; None when there is none."""
+
+    def reactive_env(self, env: Any, adversary: Any) -> Any:
+        """``env`` wrapped so ``adversary`` (query → decision) may inject before each transition
+        (AdvSim2Real's reactive protocol); None when the world has no reactive protocol."""
+
+    def reactive_adversary(self, engine: Any, io: Any, adapter: str, *, temperature: float,
+                           max_new_tokens: int, seed: int) -> Any:
+        """The learned adversary adapter as a reactive adversary for :meth:`reactive_env` (with a
+        ``check()`` of its query and parse counts); None when the world has no reactive protocol."""
+
+    def lm_judge(self, engine: Any, tokenizer: Any, seed: int) -> Any:
+        """An LM judge of finished episodes (``judge_many(trajectories)``), compared with the strict
+        verdict; None when the world has none."""
 
 
 def first_observation(suite: TaskSuite, task) -> dict:

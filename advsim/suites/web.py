@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from typing import Any, Callable, Sequence
 
 import gymnasium as gym
@@ -18,11 +19,13 @@ class WebFormsSuite:
 
     name = "web-forms"
     env_id = "advsim/WebForms-v0"
+    group_name = "stratum"
 
     def __init__(self, tasks: Sequence | None = None, *, judge: Callable | None = None,
                  world_factory: Callable[[], Any] | None = None):
-        from forms_bench import load
+        from forms_bench import STRATA, load
 
+        self.groups = tuple(STRATA)
         self._tasks = list(tasks) if tasks is not None else load("test")
         self.judge = judge
         self.world_factory = world_factory
@@ -199,11 +202,9 @@ class WebFormsSuite:
 
     # ------------------------------------------------------------------- evaluation binding
     def eval_pool(self, level: int, n: int, seed: int) -> list:
-        """``n`` training-split tasks at ``level`` for evaluation (:func:`advsim.evaluate.eval_pool`;
-        its own pool seed, so ``seed`` is not used)."""
-        from advsim.evaluate import eval_pool
-
-        return eval_pool([level], n).get(level, []) if n > 0 else []
+        """``n`` training-split tasks at ``level`` for evaluation (:func:`eval_pool`, seeds
+        ``seed + 1000·level + i``)."""
+        return eval_pool([level], n, seed).get(level, [])
 
     def frozen_tasks(self, spec: str) -> list:
         """The frozen test tasks ``spec`` names (:func:`forms_bench.suite.select_tasks`: ``all``,
@@ -219,3 +220,74 @@ class WebFormsSuite:
     def injectable(self, task) -> bool:
         """Every page can carry an injection."""
         return True
+
+    def task_group(self, task) -> str:
+        """The task's stratum."""
+        return task.stratum
+
+    def corpus_injection(self, task, rng):
+        """One style of :func:`advsim.attacks.corpus` for the task's page, chosen with ``rng``."""
+        from advsim.attacks import corpus
+
+        return rng.choice(list(corpus(task).values()))
+
+    def real_world(self):
+        """This suite over real pages in headless Chromium (:class:`worlds.web.browser.BrowserWorld`,
+        one per environment made; all closed on exit)."""
+        return _browser_suite(self._tasks, self.judge)
+
+    def reactive_env(self, env, adversary):
+        """:class:`advsim.envs.reactive.ReactiveAdversaryEnv` (≤ 11 queries × ≤ 256 tokens)."""
+        from advsim.envs.reactive import ReactiveAdversaryEnv
+
+        return ReactiveAdversaryEnv(env, adversary)
+
+    def reactive_adversary(self, engine, io, adapter: str, *, temperature: float, max_new_tokens: int, seed: int):
+        """:class:`advsim.attacks.RoleAdversary` over the adversary adapter ``adapter``."""
+        from advsim.attacks import RoleAdversary
+
+        return RoleAdversary(engine, io, adapter, temperature=temperature, max_new_tokens=max_new_tokens, seed=seed)
+
+    def lm_judge(self, engine, tokenizer, seed: int):
+        """J: the frozen backbone reading the final page and the actions, greedy, one sample
+        (:class:`judges.lm.LMJudge`)."""
+        from judges.lm import LMJudge
+
+        return LMJudge(engine, tokenizer, k=1, temperature=0.0, seed=seed)
+
+
+@contextmanager
+def _browser_suite(tasks, judge):
+    from worlds.web.browser import BrowserWorld
+
+    worlds: list = []
+
+    def factory():
+        worlds.append(BrowserWorld())
+        return worlds[-1]
+
+    try:
+        yield WebFormsSuite(tasks, judge=judge, world_factory=factory)
+    finally:
+        for w in worlds:
+            w.close()
+
+
+POOL_SEED = 1_000_000
+"""Seeds of the per-level evaluation pool start here: above every seed a curriculum proposal
+(≤ 999,999) or the warm start can draw, so the pool is never trained on."""
+
+
+def eval_pool(levels: Sequence[int], per_level: int | dict[int, int], seed: int = POOL_SEED) -> dict[int, list]:
+    """The fixed per-level evaluation pool: ``per_level`` training-split tasks per level (an int,
+    or ``{level: n}``; levels with n = 0 are left out), cycling through strata and domains, seeds
+    ``seed + 1000·level + i`` — so a level's first n tasks are the same whatever n is."""
+    from forms_bench import STRATA
+    from forms_bench.difficulty import level_knobs
+    from forms_bench.generate import make_task
+    from forms_bench.proposal import DOMAIN_NAMES
+
+    sizes = {lv: (per_level.get(lv, 0) if isinstance(per_level, dict) else per_level) for lv in levels}
+    return {lv: [make_task(STRATA[i % len(STRATA)], DOMAIN_NAMES[(i // len(STRATA)) % len(DOMAIN_NAMES)],
+                           seed + 1000 * lv + i, knobs=level_knobs(lv)) for i in range(n)]
+            for lv, n in sizes.items() if n > 0}
