@@ -143,6 +143,33 @@ def test_eval_and_report_on_the_tiny_run(tmp_path):
         assert (run.path / png).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
+@pytest.mark.browser
+def test_eval_browser_columns_run_the_real_pages(tmp_path):
+    """``browser=True``: the web suite's real world (:meth:`WebFormsSuite.real_world`, pages in
+    headless Chromium) gives every checkpoint a browser clean column over the frozen sample and a
+    browser attacked column under the last learned adversary, counted like the simulated ones;
+    the simulated clean numbers are those of a run without the browser."""
+    from advsim.evaluate import evaluate
+    from advsim.learner import Learner
+    from policies.backbone import tiny_backbone
+
+    run = run_tiny(tmp_path / "r")
+    cfg = config_from_dict(TINY)
+    model, tok = tiny_backbone(seed=cfg.seed)
+    learner = Learner(cfg, tmp_path / "r" / "adapters", model=model, tokenizer=tok)
+    kw = dict(tasks="sample:1", seeds=1, corpus_attacks=False, learner=learner, io=tiny_io(tok))
+    sim_only = evaluate(run.path, browser=False, **kw)
+    both = evaluate(run.path, browser=True, attacked_browser=True, **kw)
+    for name, res in both["checkpoints"].items():
+        b = res["browser_clean"]
+        assert b["episodes"] == 5 and set(b["per_group"]) == set(STRATA)
+        assert res["sim_clean"] == sim_only["checkpoints"][name]["sim_clean"]
+        att = res["browser_attacked"]
+        assert att["adversary"] == "adv-v-1" and att["proposals"] == 5
+        assert att["parsed"] == res["sim_attacked"]["adv-v-1"]["parsed"]
+        assert att["task_completed"]["n"] == att["rendered"] <= att["parsed"]
+
+
 def test_a_failing_world_fails_only_its_episode():
     from advsim.rollout import EpisodeSpec, run_episodes
     from forms_bench import load
