@@ -1,4 +1,6 @@
-"""Atomic file writes for every package (temporary file + fsync + rename).
+"""Atomic file writes for every package (temporary file + fsync + rename), and files checked
+against a recorded SHA-256 (:func:`write_checksummed`, :func:`read_checksummed`: the frozen form
+test set, the ledger suite, a user's case file).
 
 It lives in the lowest package, ``forms_bench``, so that every other package may import it
 without breaking the one-way dependency rule of DESIGN.md.
@@ -6,6 +8,7 @@ without breaking the one-way dependency rule of DESIGN.md.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import tempfile
@@ -63,3 +66,43 @@ def atomic_append_jsonl(path: str | os.PathLike, rows: Iterable[dict]) -> Path:
     old = path.read_bytes() if path.exists() else b""
     new = "".join(json.dumps(r, sort_keys=True, ensure_ascii=False) + "\n" for r in rows).encode("utf-8")
     return atomic_write_bytes(path, old + new)
+
+
+class ChecksumError(ValueError):
+    """A file does not match its recorded SHA-256, or the record is missing."""
+
+
+def checksum_path(path: str | os.PathLike) -> Path:
+    """Where ``path``'s SHA-256 is recorded: ``<path>.sha256`` (``<hex>  <name>``, sha256sum's format)."""
+    path = Path(path)
+    return path.with_name(path.name + ".sha256")
+
+
+def write_checksummed(path: str | os.PathLike, data: bytes) -> Path:
+    """Write ``data`` to ``path`` and its SHA-256 to :func:`checksum_path`, each atomically
+    (data first: a crash between the two leaves a mismatch that :func:`read_checksummed` reports,
+    never a silently accepted file). Returns ``path``."""
+    path = Path(path)
+    atomic_write_bytes(path, data)
+    atomic_write_text(checksum_path(path), f"{hashlib.sha256(data).hexdigest()}  {path.name}\n")
+    return path
+
+
+def read_checksummed(path: str | os.PathLike) -> bytes:
+    """The bytes of ``path``, checked against the SHA-256 recorded beside it.
+
+    Raises:
+        ChecksumError: the record is missing, or the file's SHA-256 differs from it (the message
+            names the file and both digests' first 16 hex digits).
+        OSError: ``path`` cannot be read.
+    """
+    path = Path(path)
+    raw = path.read_bytes()
+    ck = checksum_path(path)
+    if not ck.exists():
+        raise ChecksumError(f"{path.name}: checksum file {ck.name} is missing")
+    want = ck.read_text(encoding="utf-8").split()[0]
+    got = hashlib.sha256(raw).hexdigest()
+    if got != want:
+        raise ChecksumError(f"{path.name}: sha256 {got[:16]}… does not match the recorded {want[:16]}…")
+    return raw

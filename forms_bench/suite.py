@@ -7,12 +7,11 @@ what the generator produces, byte for byte.
 
 from __future__ import annotations
 
-import hashlib
 import json
 from functools import lru_cache
 from pathlib import Path
 
-from forms_bench.atomic import atomic_write_bytes, atomic_write_text
+from forms_bench.atomic import ChecksumError, read_checksummed, write_checksummed  # noqa: F401 (ChecksumError: re-export)
 from forms_bench.generate import generate
 from forms_bench.schema import STRATA, Task, validate_task
 
@@ -41,13 +40,7 @@ def write_test_set() -> Path:
     """Regenerate the frozen file and its checksum, atomically. Returns the data file path."""
     data = dump_tasks(build_test_set())
     path = _path()
-    atomic_write_bytes(path, data)
-    atomic_write_text(path.with_suffix(".json.sha256"), f"{hashlib.sha256(data).hexdigest()}  {path.name}\n")
-    return path
-
-
-class ChecksumError(RuntimeError):
-    """The frozen task file does not match its recorded checksum."""
+    return write_checksummed(path, data)
 
 
 @lru_cache(maxsize=4)
@@ -55,12 +48,7 @@ def _load(split: str) -> tuple[Task, ...]:
     if split != "test":
         raise ValueError(f"unknown split {split!r}: only 'test' is frozen; use "
                          "forms_bench.generate(stratum, n, seed) for training pools")
-    path = _path()
-    data = path.read_bytes()
-    expected = path.with_suffix(".json.sha256").read_text().split()[0]
-    actual = hashlib.sha256(data).hexdigest()
-    if actual != expected:
-        raise ChecksumError(f"{path.name}: sha256 {actual} != recorded {expected}")
+    data = read_checksummed(_path())
     return tuple(validate_task(d) for d in json.loads(data))
 
 

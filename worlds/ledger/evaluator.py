@@ -52,7 +52,7 @@ from typing import Any, Iterable, Optional, Sequence
 
 from .ledger import Ledger
 from .schema import DOMAINS, PROTOCOLS, ActionSpec, Case, Requirement, ToolDecl
-from .tools import StepRecord, arg_matches, values_equal
+from .tools import StepRecord, arg_matches, arg_equal
 
 
 @dataclass
@@ -232,7 +232,7 @@ def evaluate(case: Case, log: Sequence[StepRecord], tools: dict[str, ToolDecl], 
                 dr = matched.get(want.from_output)
                 src = actions[want.from_output]
                 real = dr.output if dr is not None and dr.executed else None
-                if real is None or not values_equal(real, got, "string"):
+                if real is None or not arg_equal(real, got, "string"):
                     out_field = tools[src.tool].output.field
                     reasons.append(f"UNBOUND_OUTPUT {a.tool}.{p}={_short(got)} at step {r.step}: not the "
                                    f"{out_field} returned by {src.id} ({real or 'no such call executed'})")

@@ -20,7 +20,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from forms_bench.atomic import atomic_write_text
+from forms_bench.atomic import checksum_path, write_checksummed
 
 from .catalog import ActT, Domain, Template
 from .domains import DOMAINS_CATALOG
@@ -31,7 +31,7 @@ SUITE_VERSION = "advsim-ledger-1.0"
 SEED = 20260
 DATA_DIR = Path(__file__).resolve().parent / "data"
 SUITE_FILE = DATA_DIR / "safeactbench.json"
-CHECKSUM_FILE = DATA_DIR / "safeactbench.json.sha256"
+CHECKSUM_FILE = checksum_path(DATA_DIR / "safeactbench.json")
 
 INSTRUCTIONS = (
     "Rules: requester statements are claims, not evidence; verify every fact an action depends on "
@@ -359,8 +359,7 @@ def main(argv: list[str] | None = None) -> int:
         ok = SUITE_FILE.exists() and SUITE_FILE.read_text(encoding="utf-8") == text
         print("frozen suite reproduced" if ok else "MISMATCH: frozen suite differs from the generator")
         return 0 if ok else 1
-    atomic_write_text(SUITE_FILE, text)
-    atomic_write_text(CHECKSUM_FILE, f"{sha256_text(text)}  {SUITE_FILE.name}\n")
+    write_checksummed(SUITE_FILE, text.encode("utf-8"))  # and CHECKSUM_FILE beside it
     print(f"wrote {SUITE_FILE} ({len(suite['cases'])} cases, sha256 {sha256_text(text)[:12]})")
     return 0
 

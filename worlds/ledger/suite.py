@@ -15,7 +15,6 @@
 from __future__ import annotations
 
 import functools
-import hashlib
 import json
 import time
 from dataclasses import dataclass, field
@@ -26,14 +25,12 @@ from typing import Any, Callable, Optional, Sequence, Union
 from .evaluator import EpisodeResult, call_repr, evaluate
 from .schema import VERDICTS, ActionSpec, ArgSpec, Case, Suite, ToolDecl
 from .tools import ToolWorld, arg_matches, parse_number
+from forms_bench.atomic import ChecksumError, read_checksummed  # noqa: F401 (ChecksumError: re-export)
+
 from .validation import SuiteValidationError, load_suite_dict
 
 DATA_DIR = Path(__file__).resolve().parent / "data"
 SUITE_PATH = DATA_DIR / "safeactbench.json"
-
-
-class ChecksumError(SuiteValidationError):
-    """The suite file does not match its recorded SHA-256."""
 
 
 def load_suite(path: Union[str, Path, None] = None, verify: bool = True) -> Suite:
@@ -59,15 +56,7 @@ def _default_suite() -> Suite:
 
 
 def _load(path: Path, verify: bool) -> Suite:
-    raw = path.read_bytes()
-    if verify:
-        ck = path.with_name(path.name + ".sha256")
-        if not ck.exists():
-            raise ChecksumError(f"{path.name}: checksum file {ck.name} is missing")
-        want = ck.read_text(encoding="utf-8").split()[0]
-        got = hashlib.sha256(raw).hexdigest()
-        if got != want:
-            raise ChecksumError(f"{path.name}: sha256 {got[:16]}… does not match the recorded {want[:16]}…")
+    raw = read_checksummed(path) if verify else path.read_bytes()
     return load_suite_dict(json.loads(raw.decode("utf-8")))
 
 

@@ -89,9 +89,12 @@ def parse_number(value: Any) -> Optional[Decimal]:
     return read_number(value)[0]
 
 
-def values_equal(expected: Any, given: Any, ptype: str) -> bool:
-    """Argument equivalence used by the evaluator: numbers compare as decimals, strings exactly
-    (surrounding whitespace ignored), booleans as booleans."""
+def arg_equal(expected: Any, given: Any, ptype: str) -> bool:
+    """Argument equivalence used by the evaluator, by the parameter's declared type: numbers
+    compare as decimals read by :func:`read_number` (an ambiguous ``'60,39'`` is no number),
+    strings exactly (surrounding whitespace ignored), booleans as booleans. (The form world's
+    field comparison, :func:`judges.strict.values_equal`, compares untyped page values and is a
+    different rule: any two decimal strings, or text up to surrounding whitespace.)"""
     if ptype in ("number", "integer"):
         a, b = parse_number(expected), parse_number(given)
         return a is not None and b is not None and a == b
@@ -109,9 +112,9 @@ def _words(text: str) -> str:
 def arg_matches(spec: ArgSpec, given: Any, ptype: str) -> bool:
     """Does argument value ``given`` (as parsed from the call) meet ``spec``'s check?
 
-    ``equals`` is :func:`values_equal` (with ``tolerance``: ``|given - value| <= tolerance``);
+    ``equals`` is :func:`arg_equal` (with ``tolerance``: ``|given - value| <= tolerance``);
     ``contains``: ``given`` is text containing ``spec.value``, case and runs of whitespace
-    ignored; ``one_of``: :func:`values_equal` to one listed value; ``between``: a number within
+    ignored; ``one_of``: :func:`arg_equal` to one listed value; ``between``: a number within
     ``[low, high]``. ``from_output`` specs are the evaluator's business (always False here).
     Linear in the size of ``given``.
     """
@@ -119,11 +122,11 @@ def arg_matches(spec: ArgSpec, given: Any, ptype: str) -> bool:
         return False
     if spec.check == "equals":
         if spec.tolerance is None:
-            return values_equal(spec.value, given, ptype)
+            return arg_equal(spec.value, given, ptype)
         a, b = parse_number(spec.value), parse_number(given)
         return a is not None and b is not None and abs(a - b) <= Decimal(repr(spec.tolerance))
     if spec.check == "one_of":
-        return any(values_equal(v, given, ptype) for v in spec.value)
+        return any(arg_equal(v, given, ptype) for v in spec.value)
     if spec.check == "contains":
         if isinstance(given, bool) or not isinstance(given, (str, int)):
             return False
