@@ -239,8 +239,9 @@ def evaluate(run_dir: str | Path, tasks: str | None = None, seeds: int | None = 
 
     Raises:
         FileNotFoundError: ``run_dir`` has no config or no complete checkpoint.
-        ValueError: ``judge`` is not strict/lm; the LM judge, the external adversary or the real
-            world asked for in a world that has none.
+        ValueError: ``judge`` is not strict/lm; the LM judge or an external adversary asked for in
+            a world that has none. (``browser`` in a world without a real counterpart leaves the
+            browser columns out.)
     """
     from advsim.run import RunDir
     from advsim.suites import suite_from_config
@@ -316,7 +317,7 @@ def evaluate(run_dir: str | Path, tasks: str | None = None, seeds: int | None = 
     if pool:
         results["pool"] = {str(lv): [suite.task_id(t) for t in ts] for lv, ts in pool.items()}
         results["pool_adversary"] = last_adv if pool_alphas else None
-    real = suite.real_world() if browser else None
+    real = browser and suite.real_world() is not None  # the world has a real counterpart (web: Chromium)
     for name in executors:
         ex = f"executor@{versions(name)['executor']}"
         res: dict[str, Any] = {"executor": ex}
@@ -352,7 +353,7 @@ def evaluate(run_dir: str | Path, tasks: str | None = None, seeds: int | None = 
                     learner.engine, io, f"adversary@{v}", temperature=r.proposal_temp(),
                     max_new_tokens=min(256, r.proposal_max_new_tokens), seed=9_201 + lv)
             res["levels"] = pool_columns(run_set, suite, ex, pool, pool_alphas if attacked_here else {}, reactive)
-        if real is not None:
+        if real:
             with suite.real_world() as real_suite:
                 b_clean = run_set(ex, [EpisodeSpec(t) for t in sample], 101, real_suite)
                 res["browser_clean"] = group_rates(suite, b_clean, sample, 1)

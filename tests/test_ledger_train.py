@@ -1,6 +1,8 @@
 """The co-evolution pipeline in the evidence-ledger world, end to end on a tiny random backbone:
 the same stages, warm start and run loop as the web world, through the ledger's task suite."""
 
+import pytest
+
 from pathlib import Path
 
 from advsim.config import config_from_dict
@@ -107,3 +109,7 @@ def test_evaluation_of_a_ledger_run_reports_per_protocol_with_intervals(tmp_path
     assert summary["world"] == "evidence-ledger" and summary["minutes"] == 1.5
     lv0 = [x for x in summary["levels"] if x["level"] == 0 and x["setting"] == "clean"]
     assert lv0 and lv0[0]["n"] == 2 and summary["flip_rate"] is None
+    with pytest.raises(ValueError, match="the evidence-ledger world has no LM judge"):
+        evaluate(tmp_path, learner=learner, io=tiny_ledger_io(tok), judge="lm")
+    with pytest.raises(ValueError, match="the evidence-ledger world has no reactive protocol"):
+        evaluate(tmp_path, learner=learner, io=tiny_ledger_io(tok), external=lambda q: None)
