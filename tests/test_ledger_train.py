@@ -1,9 +1,9 @@
 """The co-evolution pipeline in the evidence-ledger world, end to end on a tiny random backbone:
 the same stages, warm start and run loop as the web world, through the ledger's task suite."""
 
-import pytest
-
 from pathlib import Path
+
+import pytest
 
 from advsim.config import config_from_dict
 from advsim.train import train
