@@ -189,3 +189,19 @@ def test_cuda_bench_rows_report_each_row_as_it_finishes():
     rows["a"] = {"n_equal": 1}
     rows["b"] = {"n_equal": 2}
     assert seen == [{"a": {"n_equal": 1}}, {"a": {"n_equal": 1}, "b": {"n_equal": 2}}]
+
+
+def test_vllm_on_cuda_settings_are_the_measured_contract():
+    """What VLLMEngine hands vLLM on CUDA (CPU-checkable): with the contract, Triton attention and
+    CUDA graphs + compile (the H200 configuration with every bench row bit-identical); eager or
+    another backend only when asked; vLLM's own attention choice without the contract."""
+    from policies.engines.vllm_engine import cuda_llm_settings
+
+    assert cuda_llm_settings(True) == {"enforce_eager": False, "kv_cache_memory_bytes": 2**30,
+                                       "attention_backend": "TRITON_ATTN"}
+    assert cuda_llm_settings(True, cuda_graphs=False, kv_cache_gib=24)["enforce_eager"] is True
+    assert cuda_llm_settings(True, attention_backend="FLASH_ATTN")["attention_backend"] == "FLASH_ATTN"
+    assert "attention_backend" not in cuda_llm_settings(False)
+    from advsim.config import EngineConfig
+
+    assert EngineConfig().cuda_graphs is True  # the config's default is the contract's

@@ -60,6 +60,26 @@ def _set_batch_invariant(consistent: bool) -> None:
     _BATCH_INVARIANT = consistent
 
 
+def cuda_llm_settings(consistent: bool, cuda_graphs: bool = True, attention_backend: str | None = None,
+                      kv_cache_gib: float = 1) -> dict[str, Any]:
+    """The ``LLM(...)`` settings :class:`VLLMEngine` adds on CUDA (vLLM 0.22).
+
+    With ``consistent`` the contract measured bit-identical on the H200 (results/h200-vllm-2026-12-02):
+    Triton attention (unless ``attention_backend`` names another) and, with ``cuda_graphs``, CUDA
+    graphs + ``torch.compile`` (``enforce_eager=False``); the batch-invariant mode itself is the
+    environment variable set by :func:`_set_batch_invariant`. Without ``consistent``: vLLM's own
+    attention choice. ``kv_cache_gib`` (GiB) → ``kv_cache_memory_bytes``.
+
+    Returns:
+        ``{"enforce_eager", "kv_cache_memory_bytes"[, "attention_backend"]}``.
+    """
+    out: dict[str, Any] = {"enforce_eager": not cuda_graphs, "kv_cache_memory_bytes": int(kv_cache_gib * 2**30)}
+    backend = attention_backend or ("TRITON_ATTN" if consistent else None)
+    if backend:
+        out["attention_backend"] = backend
+    return out
+
+
 class VLLMEngine:
     """In-process vLLM engine with per-request LoRA adapters and bit-consistent log-probs.
 
@@ -161,13 +181,11 @@ class VLLMEngine:
             max_num_batched_tokens=self.max_num_batched_tokens, enable_chunked_prefill=False,
             enable_prefix_caching=enable_prefix_caching, seed=seed,
         )
+        self.attention_backend = None
         if device == "cuda":
-            kwargs["kv_cache_memory_bytes"] = int(kv_cache_gib * 2**30)
-            self.attention_backend = attention_backend or ("TRITON_ATTN" if consistent else None)
-            if self.attention_backend:
-                kwargs["attention_backend"] = self.attention_backend
-        else:
-            self.attention_backend = None
+            cuda = cuda_llm_settings(consistent, cuda_graphs, attention_backend, kv_cache_gib)
+            kwargs.update(cuda)
+            self.attention_backend = cuda.get("attention_backend")
         if enable_lora:
             kwargs.update(enable_lora=True, max_lora_rank=max_lora_rank, max_loras=max_loras,
                           max_cpu_loras=max(max_loras, 8))
