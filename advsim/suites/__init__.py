@@ -26,7 +26,7 @@ user tasks to a ground truth and a utility check. :class:`TaskSuite` declares, f
 truth solves its task (reward 1) and every negative control fails with its reason (reward 0).
 ``advsim suite check web|ledger`` runs it.
 
-What the co-evolution stages, the warm start and the suite evaluation need beyond that is
+What the co-evolution stages, the warm start and the evaluation (:func:`advsim.evaluate.evaluate`) need beyond that is
 declared by :class:`CoevolutionSuite` (both built-in suites implement it): the curriculum's
 hints, prompt, parser and ``instantiate`` (a proposal → a task: the validity gate ν), R_C's
 cluster text, the adversary's prompt and parser (α on the world's injection surface) and its
