@@ -280,10 +280,16 @@ def eval_cmd(
         from advsim.attacks import OpenAIAdversary
 
         external = OpenAIAdversary(adversary_url, adversary_model, api_key=os.environ.get("OPENAI_API_KEY"))
+    if not (run / "config.yaml").is_file():
+        typer.echo(f"error: --run {run}: no config.yaml there (not a run directory)", err=True)
+        raise typer.Exit(2)
     try:
         results = evaluate(run, tasks=tasks, seeds=seeds, browser=world != "sim", corpus_attacks=corpus, judge=judge,
                            external=external)
-    except ValueError as exc:  # a column the run's world does not have (LM judge, external adversary)
+    except FileNotFoundError as exc:  # no complete checkpoint yet
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2)
+    except ValueError as exc:  # --tasks malformed, or a column the run's world does not have (LM judge, adversary)
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2)
     report = write_report(run, results)

@@ -156,8 +156,20 @@ def attacked_column(clean, alphas: Sequence[Any], attacked) -> dict[str, Any]:
 
 
 def attacked_columns(suite, clean, alphas: Sequence[Any], attacked) -> dict[str, Any]:
-    """:func:`attacked_column` plus the world's metrics over the rendered episodes."""
-    return {**attacked_column(clean, alphas, attacked), **_metrics(suite, [e for e in attacked if e.rendered])}
+    """:func:`attacked_column` plus the world's metrics over the rendered episodes; ``proposals``
+    counts only the slots whose task has an injection surface (:meth:`injectable`: the ledger's
+    Legacy cases are never asked, so they are not counted as failed parses)."""
+    col = attacked_column(clean, alphas, attacked)
+    col["proposals"] = sum(bool(suite.injectable(c.spec.task)) for c, _ in zip(clean, alphas))
+    return {**col, **_metrics(suite, [e for e in attacked if e.rendered])}
+
+
+def attacked_specs(tasks: Sequence, alphas: Sequence, seeds: int) -> list[EpisodeSpec]:
+    """The attacked episodes of ``seeds`` repeats of ``tasks`` (repeat-major, as the clean run):
+    one per slot whose α is not None, on that clean slot (its sampling seeds: :attr:`EpisodeSpec.slot`)."""
+    n = len(tasks)
+    return [EpisodeSpec(t, a, slot=k * n + j) for k in range(seeds) for j, (t, a) in enumerate(zip(tasks, alphas))
+            if a is not None]
 
 
 def group_rates(suite, episodes, tasks: Sequence, seeds: int) -> dict[str, Any]:
@@ -327,14 +339,12 @@ def evaluate(run_dir: str | Path, tasks: str | None = None, seeds: int | None = 
         res["sim_attacked"] = {}
         for a, alphas in adv_alphas.items():
             slots = [alpha for _ in range(seeds) for alpha in alphas]
-            specs = [EpisodeSpec(t, alpha) for _ in range(seeds) for t, alpha in zip(sample, alphas) if alpha is not None]
-            eps = run_set(ex, specs, 101)
+            eps = run_set(ex, attacked_specs(sample, alphas, seeds), 101)
             res["sim_attacked"][a] = {**attacked_columns(suite, clean, slots, eps),
                                       **judged([e for e in eps if e.rendered])}
         if corpus_alphas:
             slots = [alpha for _ in range(seeds) for alpha in corpus_alphas]
-            eps = run_set(ex, [EpisodeSpec(t, alpha) for _ in range(seeds) for t, alpha in zip(sample, corpus_alphas)
-                               if alpha is not None], 101)
+            eps = run_set(ex, attacked_specs(sample, corpus_alphas, seeds), 101)
             res["sim_attacked_corpus"] = {**attacked_columns(suite, clean, slots, eps),
                                           **judged([e for e in eps if e.rendered])}
         if external is not None:
@@ -359,8 +369,7 @@ def evaluate(run_dir: str | Path, tasks: str | None = None, seeds: int | None = 
                 res["browser_clean"] = group_rates(suite, b_clean, sample, 1)
                 if attacked_browser and adversaries and adv_alphas:
                     alphas = adv_alphas[adversaries[-1]]
-                    eps = run_set(ex, [EpisodeSpec(t, a) for t, a in zip(sample, alphas) if a is not None], 101,
-                                  real_suite)
+                    eps = run_set(ex, attacked_specs(sample, alphas, 1), 101, real_suite)
                     res["browser_attacked"] = {**attacked_columns(suite, b_clean, alphas, eps),
                                                "adversary": adversaries[-1]}
         results["checkpoints"][name] = res
@@ -379,8 +388,10 @@ def pool_columns(run_set, suite, ex: str, pool: dict[int, list], alphas: dict[in
                  reactive: Callable[[int], Any] | None = None) -> dict[str, Any]:
     """Per level: clean success, and (when ``alphas``) the attacked and null-injection columns
     (:func:`attacked_columns`; null = :meth:`null_injection` of each parsed α). All episodes of
-    all levels run as one batch (one engine call per step), each attacked/null episode on the
-    same task as its clean slot; the world's metrics on each column that has them.
+    all levels run as one batch (one engine call per step): every level's clean episodes first,
+    so a slot has the same sampling seeds at every checkpoint (the paired changes compare like
+    with like), then each attacked/null episode on its clean slot's task *and sampling seeds*
+    (:attr:`EpisodeSpec.slot`); the world's metrics on each column that has them.
 
     ``reactive``: level → a reactive adversary (:meth:`reactive_adversary`; None: the world has
     no reactive protocol, no column); the levels in
@@ -388,22 +399,25 @@ def pool_columns(run_set, suite, ex: str, pool: dict[int, list], alphas: dict[in
     :meth:`reactive_env` (≤ 11 queries × ≤ 256 tokens, wait or inject before each transition),
     an episode counting as attacked only when an injection was accepted and rendered — with the
     adversary's query and parse counts."""
-    specs, parts = [], []
-    for lv, tasks in pool.items():
+    specs, parts, start = [], [], {}
+    for lv, tasks in pool.items():  # every level's clean episodes first: the same slots at every checkpoint
+        start[lv] = len(specs)
         parts.append((lv, "clean", None, len(specs), len(tasks)))
         specs += [EpisodeSpec(t) for t in tasks]
+    for lv, tasks in pool.items():
         if lv in alphas:
             for setting, injs in (("attacked", alphas[lv]),
                                   ("null", [suite.null_injection(a) if a is not None else None for a in alphas[lv]])):
-                chosen = [(t, a) for t, a in zip(tasks, injs) if a is not None]
+                chosen = [EpisodeSpec(t, a, slot=start[lv] + j) for j, (t, a) in enumerate(zip(tasks, injs))
+                          if a is not None]
                 parts.append((lv, setting, injs, len(specs), len(chosen)))
-                specs += [EpisodeSpec(t, a) for t, a in chosen]
+                specs += chosen
     eps = run_set(ex, specs, 505)
-    out: dict[str, Any] = {}
+    out: dict[str, Any] = {str(lv): {} for lv in pool}
     clean_eps: dict[int, list] = {}
-    for lv, setting, injs, start, n in parts:
-        chunk = eps[start:start + n]
-        entry = out.setdefault(str(lv), {})
+    for lv, setting, injs, first, n in parts:
+        chunk = eps[first:first + n]
+        entry = out[str(lv)]
         if setting == "clean":
             entry["clean"] = {**rate([e.success for e in chunk]), "outcomes": [bool(e.success) for e in chunk],
                               **_metrics(suite, chunk)}
@@ -416,8 +430,8 @@ def pool_columns(run_set, suite, ex: str, pool: dict[int, list], alphas: dict[in
             adv = reactive(lv)
             if adv is None:  # the world has no reactive protocol
                 continue
-            r_eps = run_set(ex, [EpisodeSpec(t) for t in pool[lv][:len(alphas[lv])]], 505,
-                            env_wrapper=lambda env, adv=adv: suite.reactive_env(env, adv))
+            r_eps = run_set(ex, [EpisodeSpec(t, slot=start[lv] + j) for j, t in enumerate(pool[lv][:len(alphas[lv])])],
+                            505, env_wrapper=lambda env, adv=adv: suite.reactive_env(env, adv))
             # proposals = parsed = episodes run reactively (the adversary's own parses: "queries")
             out[str(lv)]["reactive"] = {**attacked_columns(suite, clean_eps[lv], [True] * len(r_eps), r_eps),
                                         "queries": adv.check()}

@@ -183,8 +183,9 @@ def _rate_cell(x: dict | None) -> str:
 
 
 def metrics_table(ck: dict) -> list[str]:
-    """The world's own metrics (the ledger's SafeActBench: ECS per protocol, P-M, D-M, BSR, PAR,
-    CAS) per checkpoint and column, as report lines; none when no column has metrics."""
+    """SafeActBench's metrics (the ledger's ``episode_metrics``: ECS per protocol, P-M, D-M, BSR,
+    PAR, CAS) per checkpoint and column, as report lines; none when no column has them (another
+    world's own metrics are left to ``eval.json``)."""
     rows = []
     for name, res in ck.items():
         cols = [("test sample", "clean", res["sim_clean"])]
@@ -195,7 +196,7 @@ def metrics_table(ck: dict) -> list[str]:
             cols += [(f"level {lv}", s, v[s]) for s in ("clean", "attacked", "null") if s in v]
         for where, setting, col in cols:
             m = col.get("metrics")
-            if not m:
+            if not m or "ECS" not in m:  # this table is SafeActBench's; other metrics stay in eval.json
                 continue
             by_p = m["ECS"]["by_protocol"]
             pm = "—" if m["P-M"] is None else f"{100 * m['P-M']:.0f} %"
@@ -269,8 +270,8 @@ def write_report(run_dir: str | Path, results: dict) -> Path:
                               f"{_ci(rx['task_completed'])} | {_ci(rx['attack_succeeded'])} |" if rx else " — | — | — |"))
     if lv_rows:
         lines += ["", "## Per-level evaluation pool (%, n, 95 % Wilson interval)", "",
-                  "A fixed pool drawn from the training distribution at each difficulty level (seeds no "
-                  f"training run uses); attacked under {results.get('pool_adversary') or '—'}; null = a benign "
+                  "A fixed pool drawn from the training distribution at each difficulty level with its own "
+                  f"seed, the same for every checkpoint; attacked under {results.get('pool_adversary') or '—'}; null = a benign "
                   "text of similar length at the same transition (the executor's own noise); reactive = the same "
                   "adversary through the reactive protocol (wait or inject before each transition, ≤ 11 queries "
                   "× ≤ 256 tokens), rendered = episodes in which it injected and the injection rendered.", "",

@@ -37,12 +37,18 @@ class EpisodeSpec:
         replay: this is a success-flip replay: the prefix must reach transition d (a control
             that ended before d cannot be replayed); without it an injection at d is simply
             rendered when the executor's own episode reaches d (evaluation, training pools).
+        slot: the sampling slot: turn t of this episode is sampled with
+            ``request_seed(seed, slot, t)``. None (default) = the episode's position in the
+            specs. Evaluation gives an attacked episode its clean episode's slot, and every
+            checkpoint the same slots, so paired outcomes share their sampling seeds (common
+            random numbers).
     """
 
     task: Any
     injection: Any = None
     prefix: Sequence[str] = ()
     replay: bool = False
+    slot: int | None = None
 
 
 @dataclass
@@ -195,7 +201,8 @@ def run_episodes(engine, prompt_fn: PromptFn, specs: Sequence[EpisodeSpec], adap
             ids = prompt_fn(obs[i], episodes[i].actions)
             requests.append(GenerationRequest(prompt_ids=tuple(ids), adapter=adapter, max_new_tokens=max_new_tokens,
                                               temperature=temperature, top_p=top_p,
-                                              seed=request_seed(seed, i, turn), tag=i))
+                                              seed=request_seed(seed, i if specs[i].slot is None else specs[i].slot,
+                                                                turn), tag=i))
         gens = engine.generate(requests)
         if progress:
             progress(len(gens))

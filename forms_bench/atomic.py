@@ -1,6 +1,6 @@
 """Atomic file writes for every package (temporary file + fsync + rename), and files checked
 against a recorded SHA-256 (:func:`write_checksummed`, :func:`read_checksummed`: the frozen form
-test set, the ledger suite, a user's case file).
+test set, the ledger suite and any suite file ``worlds.ledger.suite.load_suite`` verifies).
 
 It lives in the lowest package, ``forms_bench``, so that every other package may import it
 without breaking the one-way dependency rule of DESIGN.md.

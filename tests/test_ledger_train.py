@@ -96,11 +96,11 @@ def test_evaluation_of_a_ledger_run_reports_per_protocol_with_intervals(tmp_path
     # stage 2 was skipped but still checkpointed adv-v-1 (the warm-start adversary): its α on the 4
     # injectable cases (Legacy has no tool results) × 2 seeds, and on the pool
     att = ck["sim_attacked"]["adv-v-1"]
-    assert att["proposals"] == 10 and att["parsed"] <= 8 and att["task_completed"]["n"] == att["rendered"]
+    assert att["proposals"] == 8 and att["parsed"] <= 8 and att["task_completed"]["n"] == att["rendered"]
     assert res["pool_adversary"] == "adv-v-1" and ck["levels"]["0"]["attacked"]["proposals"] == 2
     assert "reactive" not in ck["levels"]["0"]  # no reactive protocol in the ledger world
     corp = ck["sim_attacked_corpus"]  # Legacy has no tool results: 4 of 5 cases × 2 seeds get an α
-    assert corp["proposals"] == 10 and corp["parsed"] == 8 and corp["task_completed"]["n"] == corp["rendered"]
+    assert corp["proposals"] == 8 and corp["parsed"] == 8 and corp["task_completed"]["n"] == corp["rendered"]
     assert "browser_clean" not in ck and "sim_attacked_external" not in ck  # the world has no real counterpart
     report = write_report(tmp_path, res).read_text()
     assert "## Per protocol (SafeActBench)" in report and "| robust-iter-1 | test sample | clean |" in report

@@ -332,7 +332,10 @@ class EvidenceLedgerSuite:
         if spec == "all":
             return cases
         if spec.startswith("sample:"):
-            n = int(spec.split(":", 1)[1])
+            arg = spec.split(":", 1)[1]
+            if not arg.isdigit():
+                raise ValueError(f"eval.tasks: {spec!r}: expected sample:N with N a non-negative integer")
+            n = int(arg)
             out = []
             for protocol in dict.fromkeys(c.protocol for c in cases):
                 by_domain: dict[str, list] = {}
