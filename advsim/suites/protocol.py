@@ -22,6 +22,20 @@ class Oracle(Protocol):
 class TaskSuite(Protocol):
     """What rollouts, rewards, stages and evaluation need from a world (see the module docstring).
 
+    The environment :meth:`make_env` returns is a Gymnasium env whose action is the executor's text
+    and whose ``info`` carries what rollouts (:func:`advsim.rollout.run_episodes`) read:
+
+    - every step: ``"action"`` (the canonical text of the parsed action, or None when it did not
+      parse) and ``"action_error"`` (the parse or execution error, ``""`` when none);
+      ``"injected"`` (True once the injection α is on the injection surface and passed the render
+      gate — an episode counts as attacked only then);
+    - at episode end (``terminated`` or ``truncated``): ``"success"`` (the strict verdict; the
+      reward is ``float(success)``) and ``"reasons"`` (list of str, why it failed);
+    - optional, from a reactive wrapper: ``"adversary_injected_at"`` and ``"target_taken"``.
+
+    An injection α (:meth:`reset_options`) has ``transition`` (d: the step it appears at) and
+    ``target_action`` (ζ: the action it wants, or None); nothing acts after an episode has ended.
+
     Attributes:
         name: the suite's name (``"web-forms"``, ``"evidence-ledger"``).
         env_id: the Gymnasium id of its environment.
@@ -167,7 +181,8 @@ class CoevolutionSuite(TaskSuite, Protocol):
 
     def real_world(self) -> Any:
         """A context manager that yields this suite over the *real* counterpart of the world model
-        (web: pages in headless Chromium) and closes it on exit; None when there is none."""
+        (web: pages in headless Chromium) and closes it on exit; None when there is none. It must
+        start nothing until entered: the evaluation calls it once just to learn whether it exists."""
 
     def reactive_env(self, env: Any, adversary: Any) -> Any:
         """``env`` wrapped so ``adversary`` (query → decision) may inject before each transition
@@ -179,8 +194,9 @@ class CoevolutionSuite(TaskSuite, Protocol):
         ``check()`` of its query and parse counts); None when the world has no reactive protocol."""
 
     def lm_judge(self, engine: Any, tokenizer: Any, seed: int) -> Any:
-        """An LM judge of finished episodes (``judge_many(trajectories)``), compared with the strict
-        verdict; None when the world has none."""
+        """An LM judge of finished episodes (``judge_many(trajectories)`` over
+        :meth:`advsim.rollout.Episode.trajectory`, which is web-shaped today: goal, pages,
+        BrowserGym actions), compared with the strict verdict; None when the world has none."""
 
 
 def first_observation(suite: TaskSuite, task) -> dict:
