@@ -117,3 +117,16 @@ def test_goal_is_answerable_from_the_page():
             if isinstance(want, str) and task.stratum in ("relational_joins", "conjunctive_selection",
                                                            "ordered_repair", "conditional_policy"):
                 assert want in text, (task.id, key, want)
+
+
+def test_cli_check_reproduces_the_frozen_file_and_rejects_unknown_arguments(capsys):
+    """``python -m forms_bench --check`` writes nothing and exits 0 while the generator reproduces
+    the frozen test set byte for byte; an unknown argument is an error, not a silent rewrite."""
+    import pytest
+
+    from forms_bench.__main__ import main
+
+    assert main(["--check"]) == 0 and "reproduced" in capsys.readouterr().out
+    with pytest.raises(SystemExit) as exc:
+        main(["--bogus"])
+    assert exc.value.code == 2
