@@ -24,6 +24,12 @@ def _save(fig, path: Path) -> None:
     atomic_write_bytes(path, buf.getvalue())
 
 
+def _legend(ax, **kw) -> None:
+    """A legend when the axes have labelled series (none: no legend, no matplotlib warning)."""
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(fontsize=8, **kw)
+
+
 def _pct(x) -> str:
     return "—" if x is None else f"{100 * x:.1f}"
 
@@ -79,7 +85,7 @@ def plot_completion(results: dict, path: Path) -> None:
     ax.set_ylim(-3, 103)
     ax.set_title("Completion per checkpoint, clean vs attacked, sim vs browser")
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=8, loc="best")
+    _legend(ax, loc="best")
     _save(fig, path)
     plt.close(fig)
 
@@ -108,7 +114,7 @@ def plot_groups(results: dict, path: Path) -> None:
     ax.set_ylabel("completion (%)")
     ax.set_ylim(0, 105)
     ax.set_title(f"Completion per {results['group_name']} — {last}")
-    ax.legend(fontsize=8)
+    _legend(ax)
     ax.grid(axis="y", alpha=0.3)
     _save(fig, path)
     plt.close(fig)
@@ -134,7 +140,7 @@ def plot_training(events: list[dict], proposals: list[dict], path: Path) -> None
             ax.plot([p[0] for p in pts], [p[1] for p in pts], "o-", label=label)
     ax.set_title("Mean reward per update")
     ax.set_xticks(xs, labels)
-    ax.legend(fontsize=8)
+    _legend(ax)
     ax.grid(alpha=0.3)
     ax = axes[1]
     for key, label in (("executor_success", "stage-1 rollouts"), ("executor_clean_success", "stage-2 clean"),
@@ -145,7 +151,7 @@ def plot_training(events: list[dict], proposals: list[dict], path: Path) -> None
     ax.set_title("Executor success during training (%)")
     ax.set_xticks(xs, labels)
     ax.set_ylim(-3, 103)
-    ax.legend(fontsize=8)
+    _legend(ax)
     ax.grid(alpha=0.3)
     ax = axes[2]
     cur = [p for p in proposals if p.get("role") == "curriculum" and p.get("p_hat") is not None]
@@ -157,7 +163,7 @@ def plot_training(events: list[dict], proposals: list[dict], path: Path) -> None
     ax.set_xlabel("difficulty level")
     ax.set_ylim(-0.05, 1.05)
     if cur:
-        ax.legend(fontsize=8)
+        _legend(ax)
     ax.grid(alpha=0.3)
     ax = axes[3]
     for role in ("curriculum", "adversary", "executor"):
@@ -168,7 +174,7 @@ def plot_training(events: list[dict], proposals: list[dict], path: Path) -> None
     ax.set_title("Informative groups (non-zero advantage, %)")
     ax.set_xticks(xs, labels)
     ax.set_ylim(-3, 103)
-    ax.legend(fontsize=8)
+    _legend(ax)
     ax.grid(alpha=0.3)
     _save(fig, path)
     plt.close(fig)

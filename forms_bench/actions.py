@@ -16,6 +16,7 @@ import ast
 import functools
 import inspect
 import re
+import warnings
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence
 
@@ -392,7 +393,9 @@ def parse_call(text: str, specs: Mapping[str, CallSpec]) -> Call:
         raise ActionParseError(f"call is {len(call_text)} characters long; at most {MAX_CALL_CHARS}",
                                name=spec.name)
     try:
-        tree = ast.parse(call_text, mode="eval")
+        with warnings.catch_warnings():  # model text: an invalid escape such as '\_' is its content, not a bug here
+            warnings.simplefilter("ignore", (DeprecationWarning, SyntaxWarning))
+            tree = ast.parse(call_text, mode="eval")
     except (SyntaxError, ValueError, MemoryError, RecursionError) as exc:
         why = getattr(exc, "msg", None) or exc.__class__.__name__
         raise ActionParseError(f"invalid call syntax in `{call_text[:80]}`: {why}", name=spec.name) from None
