@@ -63,6 +63,20 @@ def load(split: str = "test") -> list[Task]:
     return list(_load(split))
 
 
+def sample_size(spec: str) -> int | None:
+    """N of a ``"sample:N"`` selection string (None for any other spec), shared by every suite.
+
+    Raises:
+        ValueError: ``sample:`` followed by anything but a non-negative integer.
+    """
+    if not spec.startswith("sample:"):
+        return None
+    n = spec.split(":", 1)[1]
+    if not n.isdigit():
+        raise ValueError(f"{spec!r}: expected sample:N with N a non-negative integer")
+    return int(n)
+
+
 def select_tasks(spec: str) -> list[Task]:
     """Test tasks by a selection string: ``"all"``, ``"sample:N"`` (the first N tasks of every
     stratum, in :data:`STRATA` order) or comma-separated task ids.
@@ -73,11 +87,9 @@ def select_tasks(spec: str) -> list[Task]:
     tasks = load("test")
     if spec == "all":
         return tasks
-    if spec.startswith("sample:"):
-        n = spec.split(":", 1)[1]
-        if not n.isdigit():
-            raise ValueError(f"{spec!r}: expected sample:N with N a non-negative integer")
-        return [t for s in STRATA for t in [x for x in tasks if x.stratum == s][:int(n)]]
+    n = sample_size(spec)
+    if n is not None:
+        return [t for s in STRATA for t in [x for x in tasks if x.stratum == s][:n]]
     by_id = {t.id: t for t in tasks}
     ids = [x.strip() for x in spec.split(",") if x.strip()]
     unknown = [i for i in ids if i not in by_id]

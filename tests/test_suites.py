@@ -210,3 +210,14 @@ def test_ledger_suite_parses_the_curriculum_and_the_adversary_with_named_errors(
         ledger.parse_injection(io, "1 | launch_rocket(x=1) | go", case)
     null = ledger.null_injection(inj)
     assert null.transition == 1 and null.target_action is None and abs(len(null.instruction) - len(inj.instruction)) < 80
+
+
+@pytest.mark.parametrize("spec", ["sample:x", "sample:-1", "sample:"])
+def test_malformed_sample_specs_are_clear_errors_in_both_suites(spec):
+    """``eval.tasks`` = ``sample:N`` is read by one function (forms_bench.suite.sample_size)."""
+    from advsim.suites import EvidenceLedgerSuite
+    from forms_bench.suite import select_tasks
+
+    for select in (select_tasks, EvidenceLedgerSuite().frozen_tasks):
+        with pytest.raises(ValueError, match="expected sample:N with N a non-negative integer"):
+            select(spec)

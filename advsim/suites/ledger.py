@@ -331,11 +331,10 @@ class EvidenceLedgerSuite:
         cases = list(self.suite.cases)
         if spec == "all":
             return cases
-        if spec.startswith("sample:"):
-            arg = spec.split(":", 1)[1]
-            if not arg.isdigit():
-                raise ValueError(f"eval.tasks: {spec!r}: expected sample:N with N a non-negative integer")
-            n = int(arg)
+        from forms_bench.suite import sample_size
+
+        n = sample_size(spec)
+        if n is not None:
             out = []
             for protocol in dict.fromkeys(c.protocol for c in cases):
                 by_domain: dict[str, list] = {}
