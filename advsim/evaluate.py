@@ -274,9 +274,16 @@ def evaluate(run_dir: str | Path, tasks: str | None = None, seeds: int | None = 
     attacked_browser = ev.attacked_browser if attacked_browser is None else attacked_browser
     corpus_attacks = ev.corpus if corpus_attacks is None else corpus_attacks
     suite = suite_from_config(cfg.world)
+    sample = suite.frozen_tasks(tasks)  # a malformed or unknown selection fails before the model loads
+    if external is not None:
+        probe = suite.make_env()
+        try:
+            if suite.reactive_env(probe, external) is None:
+                raise ValueError(f"external adversary: the {suite.name} world has no reactive protocol")
+        finally:
+            probe.close()
     learner = learner or build_learner(cfg, run)
     io = io or role_io(learner.tokenizer)
-    sample = suite.frozen_tasks(tasks)
     states = {name: run.checkpoint_dir(name) for name in done}
     executors = [n for n in done if not n.startswith("adv-v-")]
     adversaries = [n for n in done if n.startswith("adv-v-")]
@@ -290,13 +297,6 @@ def evaluate(run_dir: str | Path, tasks: str | None = None, seeds: int | None = 
     lm_judge = suite.lm_judge(learner.engine, learner.tokenizer, cfg.seed) if judge == "lm" else None
     if judge == "lm" and lm_judge is None:
         raise ValueError(f"judge='lm': the {suite.name} world has no LM judge")
-    if external is not None:
-        probe = suite.make_env()
-        try:
-            if suite.reactive_env(probe, external) is None:
-                raise ValueError(f"external adversary: the {suite.name} world has no reactive protocol")
-        finally:
-            probe.close()
 
     def judged(eps) -> dict[str, Any]:
         return judge_agreement(eps, lm_judge) if lm_judge is not None else {}
