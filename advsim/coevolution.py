@@ -56,11 +56,12 @@ def _seed(cfg, stage: int, iteration: int, part: int) -> int:
     return (cfg.seed * 7919 + stage * 104_729 + iteration * 1_299_709 + part * 15_485_863) % (2**31 - 1)
 
 
-def _episodes(learner, io: RoleIO, specs: Sequence[EpisodeSpec], seed: int, suite) -> list[Episode]:
+def _episodes(learner, io: RoleIO, run, specs: Sequence[EpisodeSpec], seed: int, suite) -> list[Episode]:
+    """The executor's episodes on ``specs``, saved chunk by chunk in ``run`` (a resumed phase reads them back)."""
     r = learner.cfg.rollout
     return run_episodes(learner.engine, suite.executor_prompt(io), specs, learner.ref("executor"), seed=seed,
                         suite=suite, max_steps=r.max_steps, max_new_tokens=r.max_new_tokens,
-                        temperature=r.temperature, top_p=r.top_p)
+                        temperature=r.temperature, top_p=r.top_p, store=run.episodes(r.chunk_episodes))
 
 
 def _propose(learner, prompts: Sequence[list[int]], role: str, seed: int) -> list:
@@ -148,7 +149,7 @@ def curriculum_history(learner, io: RoleIO, run, t: int, rng: random.Random, sui
         probes = [suite.random_proposal(rng, lv) for lv in s1.probe_levels]
         tasks = [suite.instantiate(p) for p in probes]
         K = s1.control_runs
-        eps = _episodes(learner, io, [EpisodeSpec(task) for task in tasks for _ in range(K)], _seed(learner.cfg, 1, t, 9),
+        eps = _episodes(learner, io, run, [EpisodeSpec(task) for task in tasks for _ in range(K)], _seed(learner.cfg, 1, t, 9),
                         suite)
         rows = [{"stage": 1, "iteration": t, "role": "probe", "text": suite.proposal_json(p),
                  "proposal": p.model_dump(exclude_none=True), "task_id": task.id, "level": p.level, "valid": True,
@@ -182,7 +183,7 @@ def stage1_iteration(learner, io: RoleIO, run, t: int, suite=None) -> dict[str, 
             proposals[i], errors[i] = None, f"curriculum: not instantiable: {exc}"
     valid = [i for i, task in enumerate(tasks) if task is not None]
     K = s1.control_runs
-    ctrl = _episodes(learner, io, [EpisodeSpec(tasks[i]) for i in valid for _ in range(K)], _seed(cfg, 1, t, 2), suite)
+    ctrl = _episodes(learner, io, run, [EpisodeSpec(tasks[i]) for i in valid for _ in range(K)], _seed(cfg, 1, t, 2), suite)
     p_hat = {i: sum(e.success for e in ctrl[k * K:(k + 1) * K]) / K for k, i in enumerate(valid)}
 
     # reward R_C (AdvSim2Real Eq. 2) and the curriculum's update
@@ -204,7 +205,7 @@ def stage1_iteration(learner, io: RoleIO, run, t: int, suite=None) -> dict[str, 
         eps = []
         chunks = [ctrl[at[i] * K:(at[i] + 1) * K] for i in pool]
     else:
-        eps = _episodes(learner, io, [EpisodeSpec(tasks[i]) for i in pool for _ in range(G)], _seed(cfg, 1, t, 3), suite)
+        eps = _episodes(learner, io, run, [EpisodeSpec(tasks[i]) for i in pool for _ in range(G)], _seed(cfg, 1, t, 3), suite)
         chunks = [eps[k * G:(k + 1) * G] for k in range(len(pool))]
     groups = [(chunk, p_hat[i], [executor_reward(e.success) for e in chunk]) for chunk, i in zip(chunks, pool)]
     ex_stats = _executor_update(learner, groups)
@@ -258,7 +259,7 @@ def _stage2_candidates(run, cfg, rng: random.Random, n: int, suite) -> list:
     return out[:n]
 
 
-def _replay(learner, io, chosen, injections: Sequence, owners: Sequence[int], seed: int, suite):
+def _replay(learner, io, run, chosen, injections: Sequence, owners: Sequence[int], seed: int, suite):
     """Replay every parsed α of task j on each of its controls: {(proposal i, control c): Episode}."""
     specs, index = [], []
     for i, (inj, j) in enumerate(zip(injections, owners)):
@@ -268,7 +269,7 @@ def _replay(learner, io, chosen, injections: Sequence, owners: Sequence[int], se
         for c_i, c in enumerate(controls):
             specs.append(EpisodeSpec(task, inj, prefix=c.actions[: inj.transition], replay=True))
             index.append((i, c_i))
-    return dict(zip(index, _episodes(learner, io, specs, seed, suite))), specs
+    return dict(zip(index, _episodes(learner, io, run, specs, seed, suite))), specs
 
 
 def flip_counts(controls: Sequence[Episode], replays: Sequence[Episode]) -> tuple[int, int]:
@@ -289,7 +290,7 @@ def stage2_iteration(learner, io: RoleIO, run, t: int, history: list[dict], suit
 
     # 1. collect clean controls on candidate tasks; keep p̂ ≥ η
     candidates = _stage2_candidates(run, cfg, rng, 2 * s2.tasks, suite)
-    ctrl = _episodes(learner, io, [EpisodeSpec(task) for task in candidates for _ in range(K)], _seed(cfg, 2, t, 2),
+    ctrl = _episodes(learner, io, run, [EpisodeSpec(task) for task in candidates for _ in range(K)], _seed(cfg, 2, t, 2),
                      suite)
     per_task = [(task, ctrl[k * K:(k + 1) * K], sum(e.success for e in ctrl[k * K:(k + 1) * K]) / K)
                 for k, task in enumerate(candidates)]
@@ -318,9 +319,9 @@ def stage2_iteration(learner, io: RoleIO, run, t: int, history: list[dict], suit
         p, e = _parse_all([g], lambda text: suite.parse_injection(io, text, chosen[j][0]))
         parsed += p
         errors += e
-    by_prop, _ = _replay(learner, io, chosen, parsed, owners, _seed(cfg, 2, t, 4), suite)
+    by_prop, _ = _replay(learner, io, run, chosen, parsed, owners, _seed(cfg, 2, t, 4), suite)
     nulls = [suite.null_injection(p) if p is not None else None for p in parsed]
-    by_null, _ = _replay(learner, io, chosen, nulls, owners, _seed(cfg, 2, t, 4), suite)
+    by_null, _ = _replay(learner, io, run, chosen, nulls, owners, _seed(cfg, 2, t, 4), suite)
 
     # reward R_A (AdvSim2Real Eq. 5), advantages per task, the adversary's update
     r_a = [0.0] * len(gens)
@@ -365,7 +366,7 @@ def stage2_iteration(learner, io: RoleIO, run, t: int, history: list[dict], suit
     items += [_history_item(rng.choice(history), suite) for _ in range(n_hist)]
     items += [{"task": rng.choice(chosen)[0], "injection": None} for _ in range(n_clean)]
     G = s2.rollouts_per_task
-    eps = _episodes(learner, io, [EpisodeSpec(it["task"], it["injection"]) for it in items for _ in range(G)],
+    eps = _episodes(learner, io, run, [EpisodeSpec(it["task"], it["injection"]) for it in items for _ in range(G)],
                     _seed(cfg, 2, t, 5), suite)
     groups = []
     for k, it in enumerate(items):

@@ -184,6 +184,11 @@ class RolloutConfig:
         "and evaluation); None = temperature. The update uses the raw (temperature-1) log-probs of the sampled "
         "tokens, as for every role, so a lower value samples a sharpened policy: fewer malformed proposals "
         "(a digit too many in a seed) at the cost of some exploration.", ge=0)
+    chunk_episodes: int = _f(
+        512, "Episodes per saved chunk: training and evaluation rollouts run in chunks of this many episodes, each "
+             "saved to the run directory when it finishes (episodes/, cleared at every checkpoint), so a run "
+             "stopped in the middle of a phase resumes without sampling them again. Sampling seeds do not depend "
+             "on it. Smaller: less lost at a stop, smaller engine batches.", ge=1)
 
     def proposal_temp(self) -> float:
         """The temperature proposals are sampled at (``proposal_temperature`` or ``temperature``)."""

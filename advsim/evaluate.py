@@ -30,7 +30,9 @@ protocol only (:class:`advsim.suites.CoevolutionSuite`: the web forms or the evi
   P-M, D-M, BSR, PAR, CAS, Gap, Part.) on every column that has them, over rendered episodes for
   attacked columns, each rate with a Wilson interval.
 
-``eval.json`` is written atomically; :mod:`advsim.report` turns the results into ``report.md``
+Simulated episodes are saved in chunks as they finish (``episodes/`` of the run, cleared once
+``eval.json`` is written), so an evaluation stopped part-way and started again samples only what
+is missing. ``eval.json`` is written atomically; :mod:`advsim.report` turns the results into ``report.md``
 and plots. Counting is honest (AdvSim2Real's protocol): every rate carries its numerator and
 denominator.
 """
@@ -301,12 +303,15 @@ def evaluate(run_dir: str | Path, tasks: str | None = None, seeds: int | None = 
     def judged(eps) -> dict[str, Any]:
         return judge_agreement(eps, lm_judge) if lm_judge is not None else {}
 
+    store = run.episodes(r.chunk_episodes)
+
     def run_set(executor_ref, specs, seed, in_suite=None, env_wrapper=None):
         real = in_suite is not None  # the real world: a failing page fails its episode, not the run
         return run_episodes(learner.engine, suite.executor_prompt(io), specs, executor_ref, seed=seed,
                             suite=in_suite or suite, max_steps=r.max_steps, max_new_tokens=r.max_new_tokens,
                             temperature=r.temperature, top_p=r.top_p,
-                            world_errors="fail_episode" if real else "raise", env_wrapper=env_wrapper)
+                            world_errors="fail_episode" if real else "raise", env_wrapper=env_wrapper,
+                            store=None if real else store)  # simulated chunks are saved: a stopped eval resumes
 
     adv_alphas = {a: learned_alphas(learner, io, suite, sample, f"adversary@{versions(a)['adversary']}", 9_001)
                   for a in (adversaries if ev.attacked_test else [])}
@@ -380,6 +385,7 @@ def evaluate(run_dir: str | Path, tasks: str | None = None, seeds: int | None = 
     if pool:
         results["paired"] = paired_levels(results)
     atomic_write_json(run.path / "eval.json", results)
+    store.clear()
     print_headline(results, console)
     return results
 

@@ -16,7 +16,7 @@ attack — the success-flip protocol of AdvSim2Real (Eq. 5).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Sequence
 
 from advsim.suites import TaskSuite, WebFormsSuite
@@ -136,7 +136,8 @@ def request_seed(seed: int, episode: int, turn: int) -> int:
 def run_episodes(engine, prompt_fn: PromptFn, specs: Sequence[EpisodeSpec], adapter: str | None, *,
                  seed: int, suite: TaskSuite | None = None, max_steps: int = 12, max_new_tokens: int = 48,
                  temperature: float = 1.0, top_p: float = 1.0, progress: Callable[[int], None] | None = None,
-                 world_errors: str = "raise", env_wrapper: Callable | None = None) -> list[Episode]:
+                 world_errors: str = "raise", env_wrapper: Callable | None = None,
+                 store=None) -> list[Episode]:
     """Run every spec to the end; returns episodes in spec order.
 
     Args:
@@ -160,9 +161,30 @@ def run_episodes(engine, prompt_fn: PromptFn, specs: Sequence[EpisodeSpec], adap
             ``lambda env: ReactiveAdversaryEnv(env, adversary)`` (:mod:`advsim.envs.reactive`)
             to evaluate under a reactive adversary; an injection it gets accepted counts as
             rendered, and its ``target_taken`` as ``took_target``.
+        store: an :class:`advsim.run.EpisodeStore`: the specs run in chunks of ``store.chunk``,
+            each saved when it finishes and read back instead of run when its key is already
+            there (a resumed phase). Slots are fixed to positions in ``specs``, so the seeds do
+            not depend on the chunking. Ignored with ``env_wrapper`` (its state is not part of
+            the key).
     """
     if world_errors not in ("raise", "fail_episode"):
         raise ValueError(f"world_errors must be 'raise' or 'fail_episode', got {world_errors!r}")
+    if store is not None and env_wrapper is None:
+        suite = suite if suite is not None else WebFormsSuite()
+        limits = dict(seed=seed, suite=suite, max_steps=max_steps, max_new_tokens=max_new_tokens,
+                      temperature=temperature, top_p=top_p, world_errors=world_errors)
+        out: list[Episode] = []
+        for start in range(0, len(specs), store.chunk):
+            part = [replace(s, slot=start + k if s.slot is None else s.slot)
+                    for k, s in enumerate(specs[start:start + store.chunk])]
+            key = store.key(adapter, seed, suite.name, max_steps, max_new_tokens, temperature, top_p, world_errors,
+                            [(s.task, s.injection, list(s.prefix), s.replay, s.slot) for s in part])
+            eps = store.get(key)
+            if eps is None:
+                eps = run_episodes(engine, prompt_fn, part, adapter, progress=progress, **limits)
+                store.put(key, eps)
+            out += eps
+        return out
     from policies.engines import GenerationRequest
 
     suite = suite if suite is not None else WebFormsSuite()

@@ -8,26 +8,35 @@ Layout of ``runs/<id>/``::
     trajectories.jsonl        executor episodes (task, actions, verdict)
     checkpoints/<name>/       adapters (policies.adapters layout) + optimizer state + state.json
     checkpoints/LATEST        name of the last complete checkpoint (its state.json lists all)
+    episodes/<key>.pkl.gz     finished chunks of the phase (or evaluation) in progress
+                              (:class:`EpisodeStore`); removed when its checkpoint completes
     report.md, *.png          written by advsim.report
 
 Every write is atomic (temporary file + rename). A checkpoint is complete once ``LATEST``
 names it: ``LATEST`` is written last, so a run killed mid-checkpoint resumes from the previous
 one. Log rows carry the name of the phase that wrote them; on resume, rows written after the
 last complete checkpoint are dropped, so a resumed run's logs equal an uninterrupted run's.
+Inside a phase, rollouts are saved chunk by chunk (:class:`EpisodeStore`): a phase longer than a
+job's time limit still advances across restarts, each one replaying the saved chunks instead of
+sampling them again.
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+import gzip
+import hashlib
 import json
 import os
+import pickle
 import shutil
 import sys
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
 from advsim.config import TrainConfig, dump_config
-from forms_bench.atomic import atomic_append_jsonl, atomic_write_json, atomic_write_text
+from forms_bench.atomic import atomic_append_jsonl, atomic_write_bytes, atomic_write_json, atomic_write_text
 
 LOGS = ("events.jsonl", "proposals.jsonl", "trajectories.jsonl")
 
@@ -82,6 +91,11 @@ class RunDir:
             d.mkdir(parents=True, exist_ok=True)
             atomic_write_json(d / "state.json", {**state, "name": n, "log_lengths": lengths, "completed": done})
         atomic_write_text(self.path / "checkpoints" / "LATEST", name + "\n")
+        self.episodes(1).clear()  # the phase is complete: its saved chunks are never read again
+
+    def episodes(self, chunk: int) -> "EpisodeStore":
+        """The store of finished rollout chunks of the phase in progress (``episodes/``)."""
+        return EpisodeStore(self.path / "episodes", chunk)
 
     def completed(self) -> list[str]:
         """Names of complete checkpoints, oldest first (recorded in the latest one)."""
@@ -111,6 +125,74 @@ class RunDir:
         for d in (self.path / "checkpoints").iterdir():
             if d.is_dir() and d.name not in done:
                 shutil.rmtree(d)
+
+
+def _material(obj: Any) -> Any:
+    """A JSON-able, process-independent form of a spec's parts (key material of :class:`EpisodeStore`)."""
+    if hasattr(obj, "model_dump"):
+        return obj.model_dump(mode="json")
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        return {f.name: getattr(obj, f.name) for f in dataclasses.fields(obj)}
+    if isinstance(obj, (set, frozenset)):
+        return sorted(json.dumps(x, sort_keys=True, default=_material) for x in obj)
+    return repr(obj)
+
+
+class EpisodeStore:
+    """Finished chunks of rollouts, saved so an interrupted phase resumes without sampling them
+    again (:func:`advsim.rollout.run_episodes` with ``store=``).
+
+    A chunk is ``chunk`` consecutive episode specs, run with their sampling slots fixed to
+    their positions in the whole call, so a chunked call samples every episode with the same
+    seeds as an unchunked one (and, on a batch-invariant engine, the same tokens). Its key is a
+    SHA-256 of everything the episodes depend on: adapter version, seed, world, limits and the
+    specs themselves (task, injection, prefix, slot); a changed call misses and is run. The
+    adapter version names the weights only inside one phase of one run — that is the scope:
+    :meth:`RunDir.commit_checkpoint` and the end of an evaluation clear the store.
+
+    Files are gzip-compressed pickles, written atomically (a killed write leaves no chunk).
+    They are a cache of this run's own outputs, read back only by this code: never load a
+    store from a source you do not trust (pickle runs code).
+
+    Args:
+        root: the folder (created on the first write).
+        chunk: episodes per chunk, ≥ 1.
+
+    Raises:
+        ValueError: ``chunk`` < 1.
+    """
+
+    def __init__(self, root: str | os.PathLike, chunk: int):
+        if chunk < 1:
+            raise ValueError(f"chunk must be >= 1, got {chunk}")
+        self.root = Path(root)
+        self.chunk = chunk
+
+    @staticmethod
+    def key(*parts: Any) -> str:
+        """SHA-256 hex digest of ``parts`` in a canonical JSON form."""
+        text = json.dumps(parts, sort_keys=True, default=_material, ensure_ascii=False)
+        return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+    def get(self, key: str) -> list | None:
+        """The saved episodes under ``key``, or None."""
+        p = self.root / f"{key}.pkl.gz"
+        if not p.exists():
+            return None
+        return pickle.loads(gzip.decompress(p.read_bytes()))
+
+    def put(self, key: str, episodes: list) -> None:
+        """Save ``episodes`` under ``key`` (atomically)."""
+        self.root.mkdir(parents=True, exist_ok=True)
+        atomic_write_bytes(self.root / f"{key}.pkl.gz",
+                           gzip.compress(pickle.dumps(episodes, protocol=pickle.HIGHEST_PROTOCOL), compresslevel=1))
+
+    def __len__(self) -> int:
+        return len(list(self.root.glob("*.pkl.gz"))) if self.root.exists() else 0
+
+    def clear(self) -> None:
+        """Remove every saved chunk."""
+        shutil.rmtree(self.root, ignore_errors=True)
 
 
 @contextlib.contextmanager

@@ -5,7 +5,10 @@
 - ``sft:N``       — after the N-th warm-start role finished training (its adapter saved),
 - ``update:N``    — right after the N-th GRPO update published its adapter version,
 - ``commit:NAME`` — inside the commit of checkpoint NAME, after its optimizer state and
-  ``state.json`` were written but before ``LATEST`` points at it.
+  ``state.json`` were written but before ``LATEST`` points at it,
+- ``chunk:N``     — right after the N-th chunk of rollouts was saved (in the middle of a phase).
+
+Every run here saves rollouts in chunks of 2 episodes (``rollout.chunk_episodes``).
 
 The kill is a real ``SIGKILL`` of this process (no cleanup, no atexit), at a point chosen by
 count rather than by timer so the test is deterministic.
@@ -39,6 +42,17 @@ def arm(point: str) -> None:
             return out
 
         setattr(Learner, kind, wrapped)
+    elif kind == "chunk":
+        original_put = run_mod.EpisodeStore.put
+        count = {"n": 0}
+
+        def put(self, key, episodes):
+            original_put(self, key, episodes)
+            count["n"] += 1
+            if count["n"] == int(arg):
+                _die()
+
+        run_mod.EpisodeStore.put = put
     elif kind == "commit":
         original_write = run_mod.atomic_write_text
 
@@ -62,7 +76,7 @@ def main() -> None:
     args = ap.parse_args()
     if args.kill:
         arm(args.kill)
-    run_tiny(args.run_dir, resume=args.resume, warmstart=True)
+    run_tiny(args.run_dir, resume=args.resume, warmstart=True, chunk_episodes=2)
 
 
 if __name__ == "__main__":

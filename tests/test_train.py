@@ -52,11 +52,14 @@ def adapter_digests(run_dir: Path) -> dict[str, str]:
             for p in sorted((run_dir / "adapters").glob("*@*/adapter_model.safetensors"))}
 
 
-def run_tiny(tmp, warmstart: bool = False, **kw):
+def run_tiny(tmp, warmstart: bool = False, chunk_episodes: int | None = None, **kw):
     from advsim.learner import Learner
     from policies.backbone import tiny_backbone
 
-    cfg = config_from_dict({**TINY, "warmstart": WARMSTART} if warmstart else TINY)
+    d = {**TINY, "warmstart": WARMSTART} if warmstart else dict(TINY)
+    if chunk_episodes is not None:
+        d["rollout"] = {**TINY["rollout"], "chunk_episodes": chunk_episodes}
+    cfg = config_from_dict(d)
     model, tok = tiny_backbone(seed=cfg.seed)
     learner = Learner(cfg, Path(tmp) / "adapters", model=model, tokenizer=tok)
     return train(cfg, tmp, learner=learner, io=tiny_io(tok), **kw)
@@ -205,8 +208,8 @@ def test_a_failing_world_fails_only_its_episode():
 
 @pytest.mark.slow
 def test_sigkill_at_three_points_then_resume_gives_the_same_adapters(tmp_path):
-    """A real SIGKILL (subprocess) in the warm start, inside a checkpoint commit, and between the
-    two updates of a stage-2 iteration; each run is resumed until it completes, and must end with the adapter files,
+    """A real SIGKILL (subprocess) in the warm start, inside a checkpoint commit, between the
+    two updates of a stage-2 iteration and after a saved chunk of rollouts; each run is resumed until it completes, and must end with the adapter files,
     logs and checkpoint list of an uninterrupted run, byte for byte."""
     import signal
     import subprocess
@@ -223,7 +226,8 @@ def test_sigkill_at_three_points_then_resume_gives_the_same_adapters(tmp_path):
     reference = RunDir(full)
     # updates: curriculum + executor per stage-1 iteration (×2), then adversary + executor in
     # stage 2 — update 5 is the adversary's, in the middle of robust-iter-1
-    for point in ("sft:2", "commit:capability-iter-1", "update:5"):
+    # chunk:14 stops robust-iter-1 right after its first chunk of success-flip replays was saved
+    for point in ("sft:2", "commit:capability-iter-1", "update:5", "chunk:14"):
         part = tmp_path / point.replace(":", "-")
         killed = launch(part, "--kill", point)
         assert killed.returncode == -signal.SIGKILL, killed.stderr[-2000:]
@@ -349,3 +353,44 @@ def test_learner_uses_only_the_engine_protocol(tmp_path):
         class Elsewhere:
             device = torch.device("meta")
         Learner(cfg, tmp_path / "other", engine=Elsewhere(), model=model, tokenizer=tok)
+
+
+def test_episode_store_saves_chunks_and_a_second_call_samples_nothing(tmp_path):
+    """run_episodes with a store: chunks of 2 over 5 specs sample with the slots (seeds) of one
+    unchunked call, are saved as they finish, and the same call again reads all of them back
+    without one engine call; a changed call (another adapter) misses."""
+    from advsim.rollout import EpisodeSpec, request_seed, run_episodes
+    from advsim.run import EpisodeStore
+    from forms_bench import load
+    from policies.engines import Generation
+
+    class Engine:  # a valid action whose text depends on the request's seed; records the seeds
+        def __init__(self):
+            self.seeds = []
+
+        def generate(self, requests):
+            self.seeds += [r.seed for r in requests]
+            return [Generation(r, [1], [-0.5], None, "stop", f"noop({r.seed % 997})") for r in requests]
+
+    tasks = load("test")[:5]
+    specs = [EpisodeSpec(t) for t in tasks]
+    plain = Engine()
+    ref = run_episodes(plain, lambda *a: [1, 2, 3], specs, "executor@0", seed=7, max_steps=2)
+    store = EpisodeStore(tmp_path / "episodes", 2)
+    first = Engine()
+    eps = run_episodes(first, lambda *a: [1, 2, 3], specs, "executor@0", seed=7, max_steps=2, store=store)
+    assert len(store) == 3  # chunks of 2, 2, 1
+    assert sorted(first.seeds) == sorted(plain.seeds)
+    assert plain.seeds[:5] == [request_seed(7, i, 0) for i in range(5)]  # turn 0 of every episode
+    assert [e.actions for e in eps] == [e.actions for e in ref] and [e.success for e in eps] == [e.success for e in ref]
+    assert [e.spec.slot for e in eps] == [0, 1, 2, 3, 4]
+    again = Engine()
+    back = run_episodes(again, lambda *a: [1, 2, 3], specs, "executor@0", seed=7, max_steps=2, store=store)
+    assert again.seeds == [] and [e.actions for e in back] == [e.actions for e in ref]
+    other = Engine()
+    run_episodes(other, lambda *a: [1, 2, 3], specs, "executor@1", seed=7, max_steps=2, store=store)
+    assert len(other.seeds) == len(plain.seeds) and len(store) == 6
+    store.clear()
+    assert len(store) == 0 and not (tmp_path / "episodes").exists()
+    with pytest.raises(ValueError, match="chunk must be >= 1"):
+        EpisodeStore(tmp_path / "x", 0)

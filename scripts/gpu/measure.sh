@@ -3,6 +3,13 @@
 #   bash scripts/gpu/measure.sh bench LABELS   # advsim.bench.cuda for some configurations -> $OUT/bench-<first label>.json
 #   bash scripts/gpu/measure.sh tests          # the gpu-marked tests
 #   bash scripts/gpu/measure.sh train CONFIG   # one resumable part of a training run -> $OUT/events.jsonl …
+#   bash scripts/gpu/measure.sh train-bg CONFIG [WAIT_S]  # the whole run in its own process session, then watch
+#   bash scripts/gpu/measure.sh watch CONFIG [WAIT_S]     # wait for that run (at most WAIT_S), bring its files back
+# train-bg starts `advsim demo --resume` with setsid, so it outlives the call while the machine stays
+# held (chain the watch calls); one engine start for the whole run. A run directory brought back
+# earlier (.gpu/run/<name>.tar.gz, carried) is unpacked first, so a run goes on on a fresh machine.
+# Each watch returns $OUT/run.tar.gz (the run directory without saved chunks and engine log) and the
+# metrics files, so what a call saw is never lost with the machine.
 # Needs `source scripts/gpu/setup.sh install` first (same shell).
 set -o pipefail
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
@@ -20,4 +27,23 @@ case "$1" in
       | tee "$OUT/train.log" | grep -v "^INFO\|^(EngineCore" | tail -40
     for f in events.jsonl eval.json report.md; do [ -f "$RUN/$f" ] && cp "$RUN/$f" "$OUT/"; done
     [ -f "$RUN.json" ] && cp "$RUN.json" "$OUT/summary.json"; ls "$RUN" ;;
+  train-bg)
+    name=$(basename "$2" .yaml); RUN=/root/runs/$name; mkdir -p /root/runs
+    if [ ! -d "$RUN" ] && [ -f ".gpu/run/$name.tar.gz" ]; then tar -xzf ".gpu/run/$name.tar.gz" -C /root/runs; fi
+    if ! pgrep -f "advsim demo --config $2" > /dev/null; then
+      setsid nohup python3 -m advsim demo --config "$2" --run-dir "$RUN" --resume --json "$RUN.json" \
+        > "$RUN.console.log" 2>&1 < /dev/null &
+      echo "started $name (pid $!)"
+    fi
+    bash "$0" watch "$2" "${3:-540}" ;;
+  watch)
+    name=$(basename "$2" .yaml); RUN=/root/runs/$name; t0=$(date +%s)
+    while pgrep -f "advsim demo --config $2" > /dev/null && [ $(( $(date +%s) - t0 )) -lt "${3:-540}" ]; do sleep 5; done
+    pgrep -f "advsim demo --config $2" > /dev/null && echo "still running" || echo "finished"
+    grep -v "^INFO\|^(EngineCore\|^DEBUG" "$RUN.console.log" | tail -40
+    cp "$RUN.console.log" "$OUT/console.log"
+    for f in events.jsonl eval.json report.md; do [ -f "$RUN/$f" ] && cp "$RUN/$f" "$OUT/"; done
+    [ -f "$RUN.json" ] && cp "$RUN.json" "$OUT/summary.json"
+    tar -czf "$OUT/run.tar.gz" -C /root/runs --exclude "$name/episodes" --exclude "$name/engine.log" "$name"
+    ls -la "$OUT"; ls "$RUN"/episodes 2>/dev/null | wc -l ;;
 esac
