@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import random
 import statistics
+import time
 from typing import Any, Sequence
 
 from advsim.rewards import (adversary_reward, cluster_sizes, curriculum_reward, executor_advantages,
@@ -164,6 +165,7 @@ def curriculum_history(learner, io: RoleIO, run, t: int, rng: random.Random, sui
 def stage1_iteration(learner, io: RoleIO, run, t: int, suite=None) -> dict[str, Any]:
     """One curriculum ↔ executor iteration in ``suite``'s world (default: the web forms);
     returns its metrics row (also logged)."""
+    started = time.perf_counter()
     cfg, s1 = learner.cfg, learner.cfg.stage1
     suite = suite if suite is not None else WebFormsSuite()
     rng = random.Random(_seed(cfg, 1, t, 0))
@@ -226,7 +228,7 @@ def stage1_iteration(learner, io: RoleIO, run, t: int, suite=None) -> dict[str, 
            "executor_success": statistics.fmean(e.success for c in chunks for e in c) if chunks else None,
            "executor_groups": s1.executor_groups,
            "parse": {"curriculum": _parse_report(gens, errors), "executor": _executor_parse(list(ctrl) + list(eps))},
-           "curriculum": cur_stats, "executor": ex_stats}
+           "curriculum": cur_stats, "executor": ex_stats, "seconds": round(time.perf_counter() - started, 1)}
     run.log("events.jsonl", [row])
     return row
 
@@ -283,6 +285,7 @@ def stage2_iteration(learner, io: RoleIO, run, t: int, history: list[dict], suit
     """One adversary ↔ executor iteration in ``suite``'s world (default: the web forms).
     ``history`` (list of {"task": …, "injection": …}) is extended with this iteration's accepted
     attacks. Returns the metrics row (also logged)."""
+    started = time.perf_counter()
     cfg, s2 = learner.cfg, learner.cfg.stage2
     suite = suite if suite is not None else WebFormsSuite()
     rng = random.Random(_seed(cfg, 2, t, 0))
@@ -300,7 +303,7 @@ def stage2_iteration(learner, io: RoleIO, run, t: int, history: list[dict], suit
             "control_success": statistics.fmean(e.success for e in ctrl) if ctrl else None}
     if not chosen:
         row = {**base, "skipped": f"no task with control p̂ >= eta = {s2.eta} among {len(candidates)} candidates; "
-                                  "adversary and executor not updated"}
+                                  "adversary and executor not updated", "seconds": round(time.perf_counter() - started, 1)}
         run.log("trajectories.jsonl", [{"stage": 2, "iteration": t, "kind": "control", **e.to_row()} for e in ctrl])
         run.log("events.jsonl", [row])
         return row
@@ -396,7 +399,7 @@ def stage2_iteration(learner, io: RoleIO, run, t: int, history: list[dict], suit
            "executor_attacked_success": statistics.fmean(e.success for e in attacked) if attacked else None,
            "executor_clean_success": statistics.fmean(e.success for e in clean) if clean else None,
            "parse": {"adversary": _parse_report(gens, errors), "executor": _executor_parse(list(ctrl) + list(eps))},
-           "adversary": adv_stats, "executor": ex_stats}
+           "adversary": adv_stats, "executor": ex_stats, "seconds": round(time.perf_counter() - started, 1)}
     run.log("events.jsonl", [row])
     return row
 

@@ -43,6 +43,7 @@ import json
 import math
 import random
 import statistics
+import time
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
@@ -336,6 +337,7 @@ def evaluate(run_dir: str | Path, tasks: str | None = None, seeds: int | None = 
         results["pool_adversary"] = last_adv if pool_alphas else None
     real = browser and suite.real_world() is not None  # the world has a real counterpart (web: Chromium)
     for name in executors:
+        started = time.perf_counter()
         ex = f"executor@{versions(name)['executor']}"
         res: dict[str, Any] = {"executor": ex}
         clean = run_set(ex, [EpisodeSpec(t) for _ in range(seeds) for t in sample], 101)
@@ -377,6 +379,7 @@ def evaluate(run_dir: str | Path, tasks: str | None = None, seeds: int | None = 
                     eps = run_set(ex, attacked_specs(sample, alphas, 1), 101, real_suite)
                     res["browser_attacked"] = {**attacked_columns(suite, b_clean, alphas, eps),
                                                "adversary": adversaries[-1]}
+        res["seconds"] = round(time.perf_counter() - started, 1)  # wall time of this checkpoint's columns
         results["checkpoints"][name] = res
         lv_txt = ", ".join(f"L{lv} {_fmt(v['clean']['rate'])}" for lv, v in res.get("levels", {}).items())
         console.log(f"eval {name} ({ex}): sim clean {_fmt(res['sim_clean']['overall'])}"

@@ -220,6 +220,34 @@ def metrics_table(ck: dict) -> list[str]:
             "| CAS |", "|---|---|---|---|---|---|---|---|---|---|---|---|---|"] + rows
 
 
+def wall_time_lines(events: list[dict], results: dict) -> list[str]:
+    """The report's "Wall time per phase" table: seconds of the warm start and of each training
+    iteration (``events.jsonl``: from the phase's start to its metrics row, checkpoint write not
+    included) and of each checkpoint's evaluation (``eval.json``). [] when no row has a time
+    (runs from before these were recorded)."""
+    rows = []
+    for e in events:
+        if "seconds" not in e:
+            continue
+        if "warmstart" in e:
+            rows.append(("warmstart", "training", e["seconds"]))
+        elif "stage" in e:
+            name = ("capability-iter-" if e["stage"] == 1 else "robust-iter-") + str(e["iteration"])
+            rows.append((name, "training", e["seconds"]))
+    for name in checkpoint_order(results):
+        sec = results["checkpoints"][name].get("seconds")
+        if sec is not None:
+            rows.append((name, "evaluation", sec))
+    if not rows:
+        return []
+    out = ["", "## Wall time per phase", "", "| phase | part | seconds |", "|---|---|---|"]
+    out += [f"| {name} | {part} | {sec:.0f} |" for name, part, sec in rows]
+    total = {part: sum(sec for _, p, sec in rows if p == part) for part in ("training", "evaluation")}
+    out.append(f"| total | training {total['training']:.0f} s, evaluation {total['evaluation']:.0f} s | "
+               f"{total['training'] + total['evaluation']:.0f} |")
+    return out
+
+
 def write_report(run_dir: str | Path, results: dict) -> Path:
     """Write ``report.md`` and the plots into ``run_dir``; returns the report path."""
     from advsim.run import RunDir
@@ -370,6 +398,7 @@ def write_report(run_dir: str | Path, results: dict) -> Path:
         if fails:
             lines += ["", "Parse failures (one sample per role and update):", ""]
             lines += [f"- {s}.{i} {role}: `{f['text'][:120]!r}` — {f['error'][:160]}" for s, i, role, f in fails]
+    lines += wall_time_lines(events, results)
     lines += ["", "![completion per checkpoint](completion.png)", "", f"![per {gname}](groups.png)", "",
               "![training curves](training.png)", ""]
     path = run.path / "report.md"

@@ -4,7 +4,9 @@ Phases run in order and each ends with a complete checkpoint (adapters versions,
 states, attack history) named as in AdvSim2Real: ``warmstart``, ``capability-iter-t`` (stage
 1), ``robust-iter-t`` and ``adv-v-t`` (stage 2). A run killed at any point and started again
 with ``resume=True`` rolls its logs back to the last complete checkpoint and repeats the
-interrupted phase from its start with the same seeds.
+interrupted phase from its start with the same seeds, reading back the rollout chunks that phase
+had already saved (:class:`advsim.run.EpisodeStore`, ``rollout.chunk_episodes``) instead of
+sampling them again — so a phase longer than a job's time limit still finishes.
 """
 
 from __future__ import annotations
@@ -128,7 +130,7 @@ def _phase(phase: str, cfg: TrainConfig, run: RunDir, learner, io: RoleIO, histo
     t0 = time.perf_counter()
     if phase == "warmstart":
         stats = _warmstart(learner, io, cfg, console, suite)
-        run.log("events.jsonl", [{"phase": phase, "warmstart": stats}])
+        run.log("events.jsonl", [{"phase": phase, "warmstart": stats, "seconds": round(time.perf_counter() - t0, 1)}])
     elif phase.startswith("capability-iter-"):
         t = int(phase.rsplit("-", 1)[1])
         row = stage1_iteration(learner, io, run, t, suite)

@@ -93,7 +93,8 @@ def test_tiny_pipeline_writes_run_and_resume_is_bit_exact(tmp_path):
     resumed = run_tiny(part, resume=True)
     assert resumed.completed() == run.completed()
     assert adapter_digests(part) == adapter_digests(full)
-    assert resumed.read("events.jsonl") == events
+    assert _without_seconds(resumed.read("events.jsonl")) == _without_seconds(events)  # wall-clock times differ
+    assert all(e["seconds"] > 0 for e in events)
     assert resumed.read("trajectories.jsonl") == run.read("trajectories.jsonl")
 
 
@@ -141,6 +142,8 @@ def test_eval_and_report_on_the_tiny_run(tmp_path):
     assert text.startswith("# advsim report — r (web-forms)\n")
     assert "## Per stratum, test sample (%)" in text and "SafeActBench" not in text  # the web has no metrics
     assert "| robust-iter-1 | executor@" in text and "| capability-iter-1 | sim clean |" in text
+    assert "## Wall time per phase" in text and "| robust-iter-1 | evaluation |" in text
+    assert all(res["seconds"] > 0 for res in results["checkpoints"].values())
     assert f"| robust-iter-1 | sim clean | 0.0 | 0 | {clean['judge_fail_strict_pass']} | 10 |" in text
     for png in ("completion.png", "groups.png", "training.png"):
         assert (run.path / png).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
@@ -394,3 +397,19 @@ def test_episode_store_saves_chunks_and_a_second_call_samples_nothing(tmp_path):
     assert len(store) == 0 and not (tmp_path / "episodes").exists()
     with pytest.raises(ValueError, match="chunk must be >= 1"):
         EpisodeStore(tmp_path / "x", 0)
+
+
+def test_wall_time_table_lists_each_phase_and_checkpoint_evaluation():
+    from advsim.report import wall_time_lines
+
+    events = [{"phase": "warmstart", "warmstart": {}, "seconds": 305.2},
+              {"stage": 1, "iteration": 1, "seconds": 89.4}, {"stage": 2, "iteration": 1, "seconds": 289.0},
+              {"stage": 1, "iteration": 2}]  # a row from before times were recorded: left out
+    results = {"order": ["warmstart", "robust-iter-1"],
+               "checkpoints": {"warmstart": {"seconds": 36.0}, "robust-iter-1": {"seconds": 48.5}}}
+    assert wall_time_lines(events, results) == [
+        "", "## Wall time per phase", "", "| phase | part | seconds |", "|---|---|---|",
+        "| warmstart | training | 305 |", "| capability-iter-1 | training | 89 |", "| robust-iter-1 | training | 289 |",
+        "| warmstart | evaluation | 36 |", "| robust-iter-1 | evaluation | 48 |",
+        "| total | training 684 s, evaluation 84 s | 768 |"]
+    assert wall_time_lines([{"stage": 1, "iteration": 1}], {"checkpoints": {}}) == []
