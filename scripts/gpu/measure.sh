@@ -7,9 +7,12 @@
 #   bash scripts/gpu/measure.sh watch CONFIG [WAIT_S]     # wait for that run (at most WAIT_S), bring its files back
 # train-bg starts `advsim demo --resume` with setsid, so it outlives the call while the machine stays
 # held (chain the watch calls); one engine start for the whole run. A run directory brought back
-# earlier (.gpu/run/<name>.tar.gz, carried) is unpacked first, so a run goes on on a fresh machine.
-# Each watch returns $OUT/run.tar.gz (the run directory without saved chunks and engine log) and the
-# metrics files, so what a call saw is never lost with the machine.
+# earlier (FULL=1 watch: .gpu/run/run.tar.gz.part-*, carried) is unpacked first, so a run goes on on a fresh machine.
+# Each watch returns the metrics files, $OUT/run-files.tar.gz (the run directory without adapters,
+# checkpoints, trajectories, saved chunks and engine log: plots, config, proposals, demo.json),
+# trajectories.jsonl.gz, and with FULL=1 the whole run directory less saved chunks as run.tar.gz.part-*
+# (15 MB parts: the tool brings back 8 files, 16 MiB each, 64 MiB a call: the h200 run with its
+# adapters and optimizer states is ~90 MB, so FULL=1 needs two calls; what resumes it elsewhere)
 # Needs `source scripts/gpu/setup.sh install` first (same shell).
 set -o pipefail
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
@@ -29,7 +32,7 @@ case "$1" in
     [ -f "$RUN.json" ] && cp "$RUN.json" "$OUT/summary.json"; ls "$RUN" ;;
   train-bg)
     name=$(basename "$2" .yaml); RUN=/root/runs/$name; mkdir -p /root/runs
-    if [ ! -d "$RUN" ] && [ -f ".gpu/run/$name.tar.gz" ]; then tar -xzf ".gpu/run/$name.tar.gz" -C /root/runs; fi
+    if [ ! -d "$RUN" ] && ls .gpu/run/run.tar.gz.part-* > /dev/null 2>&1; then cat .gpu/run/run.tar.gz.part-* | tar -xzf - -C /root/runs; fi
     if ! pgrep -f "advsim demo --config $2" > /dev/null; then
       setsid nohup python3 -m advsim demo --config "$2" --run-dir "$RUN" --resume --json "$RUN.json" \
         > "$RUN.console.log" 2>&1 < /dev/null &
@@ -44,6 +47,11 @@ case "$1" in
     cp "$RUN.console.log" "$OUT/console.log"
     for f in events.jsonl eval.json report.md; do [ -f "$RUN/$f" ] && cp "$RUN/$f" "$OUT/"; done
     [ -f "$RUN.json" ] && cp "$RUN.json" "$OUT/summary.json"
-    tar -czf "$OUT/run.tar.gz" -C /root/runs --exclude "$name/episodes" --exclude "$name/engine.log" "$name"
-    ls -la "$OUT"; ls "$RUN"/episodes 2>/dev/null | wc -l ;;
+    tar -czf "$OUT/run-files.tar.gz" -C /root/runs --exclude "$name/episodes" --exclude "$name/adapters" \
+      --exclude "$name/checkpoints" --exclude "$name/trajectories.jsonl" --exclude "$name/engine.log" "$name"
+    [ -f "$RUN/trajectories.jsonl" ] && gzip -c "$RUN/trajectories.jsonl" > "$OUT/trajectories.jsonl.gz"
+    if [ -n "$FULL" ]; then
+      tar -czf /tmp/run.tar.gz -C /root/runs --exclude "$name/episodes" "$name" && (cd "$OUT" && split -b 15M /tmp/run.tar.gz run.tar.gz.part-)
+    fi
+    ls -la "$OUT"; echo "saved chunks: $(ls "$RUN"/episodes 2>/dev/null | wc -l)" ;;
 esac
