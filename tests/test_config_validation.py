@@ -205,3 +205,31 @@ def test_vllm_on_cuda_settings_are_the_measured_contract():
     from advsim.config import EngineConfig
 
     assert EngineConfig().cuda_graphs is True  # the config's default is the contract's
+
+
+def test_bench_backbone_option_is_checked_before_anything_starts():
+    """``--backbone`` is a CUDA-bench option: with --device cpu, or an unknown random shape, exit 2
+    naming --backbone (no traceback, nothing built)."""
+    from typer.testing import CliRunner
+
+    from advsim.cli import app
+
+    res = CliRunner().invoke(app, ["bench", "throughput", "--backbone", "random:smollm2-1.7b"])
+    assert res.exit_code == 2 and "only with --device cuda" in res.output and "--backbone" in res.output
+    res = CliRunner().invoke(app, ["bench", "consistency", "--device", "cuda", "--backbone", "random:gpt-9"])
+    assert res.exit_code == 2 and "unknown shape" in res.output and "random:smollm2-1.7b" in res.output
+    assert "Traceback" not in res.output
+
+
+def test_cuda_bench_kv_cache_fits_256_sequences_of_1024_tokens():
+    """KV bytes per token = 2 (K, V) · layers · kv heads · head size · 2 bytes (bf16), for 256 × 1,024
+    tokens with 20 % headroom, at least 24 GiB. SmolLM2-135M: 2·30·3·64·2 = 23,040 B/token → 6.75 GiB
+    → the 24 GiB floor; SmolLM2-1.7B: 2·24·32·64·2 = 196,608 B/token → 57.6 GiB → 58."""
+    from transformers import LlamaConfig
+
+    from advsim.bench.cuda import kv_cache_gib
+    from policies.backbone import RANDOM_SHAPES
+
+    small = LlamaConfig(hidden_size=576, num_hidden_layers=30, num_attention_heads=9, num_key_value_heads=3)
+    assert kv_cache_gib(small) == 24
+    assert kv_cache_gib(LlamaConfig(**RANDOM_SHAPES["smollm2-1.7b"])) == 58

@@ -449,3 +449,29 @@ def test_injection_line_is_shared_by_both_worlds_adversaries():
                      ("12 | none | t", "got 12"), ("99999999999 | none | t", "step: expected"), ("3 | none |  ", "text: empty")):
         with pytest.raises(RoleParseError, match=msg):
             parse_injection_line(bad)
+
+
+def test_random_shape_checkpoint_is_built_once_and_loads(tmp_path):
+    """``random:<shape>``: a bf16 safetensors Llama of the shape's sizes with SmolLM2's tokenizer,
+    verified by its manifest and reused (not rebuilt) on the next call; an unknown shape is a
+    ValueError naming the known ones."""
+    import json
+
+    from policies.backbone import RANDOM_SHAPES, load_backbone, random_shape_checkpoint, verify_checkpoint
+
+    path = random_shape_checkpoint("test-tiny", seed=3, cache_dir=tmp_path / "r")
+    assert verify_checkpoint(path)
+    cfg = json.loads((path / "config.json").read_text())
+    assert cfg["dtype"] == "bfloat16" and cfg["vocab_size"] == 49_152 and cfg["tie_word_embeddings"]
+    assert {k: cfg[k] for k in ("hidden_size", "num_hidden_layers", "num_key_value_heads")} == {
+        k: RANDOM_SHAPES["test-tiny"][k] for k in ("hidden_size", "num_hidden_layers", "num_key_value_heads")}
+    stamp = (path / "model.safetensors").stat().st_mtime_ns
+    assert random_shape_checkpoint("test-tiny", seed=3, cache_dir=tmp_path / "r") == path
+    assert (path / "model.safetensors").stat().st_mtime_ns == stamp  # reused
+    model, tok, _ = load_backbone(path)
+    assert tok.eos_token == "<|im_end|>" and model.config.num_attention_heads == 4
+    # tied embedding + 2 layers of (q, o: 64×64; k, v: 64×32 with 2 of 4 heads; MLP 3 × 64×128; 2 norms) + final norm
+    per_layer = 2 * 64 * 64 + 2 * 64 * 32 + 3 * 64 * 128 + 2 * 64
+    assert sum(p.numel() for p in model.parameters()) == 49_152 * 64 + 2 * per_layer + 64 == 3_219_776
+    with pytest.raises(ValueError, match="unknown random backbone shape 'gpt-9'; known: smollm2-360m"):
+        random_shape_checkpoint("gpt-9", cache_dir=tmp_path / "x")

@@ -2,8 +2,10 @@
 on an NVIDIA GPU (issue 15; *Bit-consistent RL*, ``../shared/sources/bit-consistent-rl.md``).
 
 Every configuration runs in its own process (vLLM's batch-invariant mode is read at import and
-is process-wide), on the embedded backbone (SmolLM2-135M-Instruct) in bfloat16, with three
-seeded random LoRA role adapters (r = 8, A, B ~ N(0, 0.05²)) and, later, a new executor version:
+is process-wide), on the embedded backbone (SmolLM2-135M-Instruct) in bfloat16 — or any backbone
+:func:`policies.backbone.resolve_backbone` accepts, e.g. ``random:smollm2-1.7b`` (SmolLM2-1.7B's
+shapes, random weights: where weights rather than per-step overhead bound a decode step) — with
+three seeded random LoRA role adapters (r = 8, A, B ~ N(0, 0.05²)) and, later, a new executor version:
 
 * :data:`CONFIGS` ``contract`` — :class:`policies.engines.VLLMEngine` with ``consistent=True``
   (``VLLM_BATCH_INVARIANT=1``, Triton attention, CUDA graphs and ``torch.compile``);
@@ -48,6 +50,8 @@ import tempfile
 import time
 import traceback
 from pathlib import Path
+
+from policies.backbone import DEFAULT_BACKBONE
 
 CONFIGS = {
     "contract": dict(consistent=True, cuda_graphs=True),
@@ -217,7 +221,7 @@ def _throughput_vllm(engine, vocab: int, batches=BATCHES, repeats: int = 2) -> d
     return out
 
 
-def _throughput_transformers(batches=BATCHES, repeats: int = 2) -> dict:
+def _throughput_transformers(batches=BATCHES, repeats: int = 2, backbone: str = DEFAULT_BACKBONE) -> dict:
     """transformers ``generate`` with a static cache and ``torch.compile`` of the decoding step,
     bf16, the executor adapter active through peft."""
     import torch
@@ -225,7 +229,7 @@ def _throughput_transformers(batches=BATCHES, repeats: int = 2) -> dict:
     from policies.adapters import activate, attach_role_adapters, lora_config, randomize_adapter
     from policies.backbone import load_backbone
 
-    model, tok, _ = load_backbone(dtype=torch.bfloat16)
+    model, tok, _ = load_backbone(backbone, dtype=torch.bfloat16)
     pm = attach_role_adapters(model, config=lora_config(r=8, alpha=16)).to("cuda")
     randomize_adapter(pm, "executor", seed=10, scale=0.05)
     activate(pm, "executor")
@@ -321,13 +325,24 @@ def gradient_agreement(n_seqs: int = 8, length: int = 256, completion: int = 64,
     return out
 
 
-def measure(label: str, parts: tuple[str, ...]) -> dict:
-    """One configuration of :data:`CONFIGS` (or ``"transformers"``) in this process."""
+def kv_cache_gib(config, tokens: int = 256 * 1024) -> int:
+    """Whole GiB of KV cache for ``tokens`` tokens of this model (bf16 K and V in every layer),
+    with 20 % headroom, and at least the 24 GiB the 135M benchmark was measured with: 256
+    co-resident sequences of up to 1,024 tokens never wait for cache."""
+    head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
+    per_token = 2 * config.num_hidden_layers * config.num_key_value_heads * head_dim * 2
+    return max(24, -(-int(per_token * tokens * 1.2) // 2**30))
+
+
+def measure(label: str, parts: tuple[str, ...], backbone: str = DEFAULT_BACKBONE) -> dict:
+    """One configuration of :data:`CONFIGS` (or ``"transformers"``, ``"gradient"``) in this
+    process, on ``backbone`` (a name or folder for :func:`policies.backbone.load_backbone`; the
+    gradient comparison always uses the embedded backbone)."""
     import torch
 
     require_cuda()
     if label == "transformers":
-        return {"throughput": _throughput_transformers()} if "throughput" in parts else {}
+        return {"throughput": _throughput_transformers(backbone=backbone)} if "throughput" in parts else {}
     if label == "gradient":
         return {"gradient": gradient_agreement()}
     from policies.adapters import ROLES, attach_role_adapters, lora_config, randomize_adapter, save_adapter
@@ -335,16 +350,16 @@ def measure(label: str, parts: tuple[str, ...]) -> dict:
     from policies.engines import VLLMEngine
 
     torch.manual_seed(0)
-    model, tok, path = load_backbone()
+    model, tok, path = load_backbone(backbone)
     pm = attach_role_adapters(model, config=lora_config(r=8, alpha=16))
-    out: dict = {"config": CONFIGS[label]}
+    out: dict = {"config": CONFIGS[label], "backbone": backbone, "kv_cache_gib": kv_cache_gib(model.config)}
     with tempfile.TemporaryDirectory(prefix="advsim-cuda-bench-") as tmp:
         root = Path(tmp)
         for i, r in enumerate(ROLES):
             randomize_adapter(pm, r, seed=10 + i, scale=0.05)
             save_adapter(pm, f"{r}@0", root)
         t0 = time.perf_counter()
-        engine = VLLMEngine(path, max_model_len=4096, max_num_seqs=256, max_loras=4, kv_cache_gib=24,
+        engine = VLLMEngine(path, max_model_len=4096, max_num_seqs=256, max_loras=4, kv_cache_gib=out["kv_cache_gib"],
                             device="cuda", dtype="bfloat16", seed=0, **CONFIGS[label])
         out["start_seconds"] = round(time.perf_counter() - t0, 1)
         for r in ROLES:
@@ -367,9 +382,10 @@ def measure(label: str, parts: tuple[str, ...]) -> dict:
     return out
 
 
-def measure_in_subprocess(label: str, parts: tuple[str, ...], timeout: float = 900) -> dict:
+def measure_in_subprocess(label: str, parts: tuple[str, ...], timeout: float = 900,
+                          backbone: str = DEFAULT_BACKBONE) -> dict:
     """:func:`measure` in a fresh Python process (its own vLLM mode); the error, if it failed."""
-    cmd = [sys.executable, "-m", "advsim.bench.cuda", label, ",".join(parts)]
+    cmd = [sys.executable, "-m", "advsim.bench.cuda", label, ",".join(parts), backbone]
     t0 = time.perf_counter()
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
@@ -400,7 +416,7 @@ def failures(results: dict) -> list[str]:
 
 
 def run(parts: tuple[str, ...] = ("consistency", "throughput"), labels=None, partial: Path | None = None,
-        timeout: float = 900) -> dict:
+        timeout: float = 900, backbone: str = DEFAULT_BACKBONE) -> dict:
     """Measure every configuration, print the tables, return everything (the ``--json`` content).
 
     Args:
@@ -410,6 +426,8 @@ def run(parts: tuple[str, ...] = ("consistency", "throughput"), labels=None, par
         partial: where to write the results so far (atomically) after each configuration, so a
             run cut short keeps what it measured.
         timeout: seconds per configuration.
+        backbone: the model every configuration runs (default the embedded SmolLM2-135M-Instruct;
+            ``random:smollm2-1.7b`` for SmolLM2-1.7B's shapes with random weights).
 
     Raises:
         RuntimeError: no CUDA here.
@@ -424,12 +442,12 @@ def run(parts: tuple[str, ...] = ("consistency", "throughput"), labels=None, par
                              + (["gradient"] if "consistency" in parts else [])))
     results = {}
     for lb in labels:
-        results[lb] = measure_in_subprocess(lb, parts, timeout=timeout)
+        results[lb] = measure_in_subprocess(lb, parts, timeout=timeout, backbone=backbone)
         print(f"{lb}: {'failed' if 'error' in results[lb] else 'done'} in {results[lb].get('wall_seconds', '?')} s",
               flush=True)
         if partial is not None:
             atomic_write_text(partial, json.dumps({"configs": results}, indent=1))
-    out: dict = {"model": "SmolLM2-135M-Instruct bf16 + LoRA r=8 role adapters", "configs": results}
+    out: dict = {"model": f"{backbone} bf16 + LoRA r=8 role adapters", "backbone": backbone, "configs": results}
     con = Console()
     for lb, r in results.items():
         if "error" in r:
@@ -487,18 +505,19 @@ def run(parts: tuple[str, ...] = ("consistency", "throughput"), labels=None, par
 
 
 if __name__ == "__main__":  # one configuration's measurement, as JSON on the last line (used by run())
-    if len(sys.argv) == 3 and not sys.argv[1].endswith(".json"):
+    if len(sys.argv) in (3, 4) and not sys.argv[1].endswith(".json"):  # LABEL PARTS [BACKBONE]
         try:
-            print(json.dumps(measure(sys.argv[1], tuple(sys.argv[2].split(",")))))
+            print(json.dumps(measure(sys.argv[1], tuple(sys.argv[2].split(",")), *sys.argv[3:])))
         except Exception:
             traceback.print_exc()
             sys.exit(1)
-    else:  # python -m advsim.bench.cuda OUT.json [label,label,…] [timeout_s]: the whole run, or some configs
+    else:  # python -m advsim.bench.cuda OUT.json [label,label,…] [timeout_s] [backbone]: the whole run, or some configs
         from forms_bench.atomic import atomic_write_text
 
         os.environ.setdefault("PYTHONUNBUFFERED", "1")
         out_path = Path(sys.argv[1])
-        chosen = sys.argv[2].split(",") if len(sys.argv) > 2 else None
+        chosen = sys.argv[2].split(",") if len(sys.argv) > 2 and sys.argv[2] != "all" else None
         res = run(labels=chosen, partial=out_path.with_suffix(".partial.json"),
-                  timeout=float(sys.argv[3]) if len(sys.argv) > 3 else 900)
+                  timeout=float(sys.argv[3]) if len(sys.argv) > 3 else 900,
+                  backbone=sys.argv[4] if len(sys.argv) > 4 else DEFAULT_BACKBONE)
         atomic_write_text(out_path, json.dumps(res, indent=1))

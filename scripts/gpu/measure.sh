@@ -18,9 +18,9 @@ set -o pipefail
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 case "$1" in
   bench)
-    [ -n "$2" ] || { echo "usage: measure.sh bench contract,default,… [timeout_s] [per_config_s]"; exit 2; }
+    [ -n "$2" ] || { echo "usage: measure.sh bench contract,default,… [timeout_s] [per_config_s] [backbone]"; exit 2; }
     tag=${2%%,*}; tag=${tag//+/-}
-    timeout "${3:-540}" python3 -m advsim.bench.cuda "$OUT/bench-$tag.json" "$2" "${4:-300}" 2>&1 | tee "$OUT/bench-$tag.log" | grep -v "^INFO\|^(EngineCore\|^DEBUG"
+    timeout "${3:-540}" python3 -m advsim.bench.cuda "$OUT/bench-$tag.json" "$2" "${4:-300}" "${5:-smollm2-135m-instruct}" 2>&1 | tee "$OUT/bench-$tag.log" | grep -v "^INFO\|^(EngineCore\|^DEBUG"
     [ -f "$OUT/bench-$tag.json" ] || cp "$OUT/bench-$tag.partial.json" "$OUT/bench-$tag.json" 2>/dev/null; rm -f "$OUT/bench-$tag.partial.json" ;;
   tests)
     timeout "${2:-500}" python3 -m pytest -q -s -m gpu -p no:cacheprovider "${@:3}" 2>&1 | tee "$OUT/tests.log" | tail -60 ;;
