@@ -413,3 +413,53 @@ def test_wall_time_table_lists_each_phase_and_checkpoint_evaluation():
         "| warmstart | evaluation | 36 |", "| robust-iter-1 | evaluation | 48 |",
         "| total | training 684 s, evaluation 84 s | 768 |"]
     assert wall_time_lines([{"stage": 1, "iteration": 1}], {"checkpoints": {}}) == []
+
+
+def test_an_evaluation_stopped_part_way_resumes_from_its_saved_chunks(tmp_path, monkeypatch):
+    """The tiny run's evaluation, saved in chunks of 3 episodes, is stopped by an error after its
+    4th chunk; run again, it reads those 4 back (4 fewer chunks sampled) and gives the results
+    of an uninterrupted evaluation, wall times aside; the store is empty afterwards."""
+    from advsim import run as run_mod
+    from advsim.evaluate import evaluate
+    from advsim.learner import Learner
+    from policies.backbone import tiny_backbone
+
+    run = run_tiny(tmp_path / "r", chunk_episodes=3)
+    cfg = config_from_dict({**TINY, "rollout": {**TINY["rollout"], "chunk_episodes": 3}})
+
+    def ev():
+        model, tok = tiny_backbone(seed=cfg.seed)
+        learner = Learner(cfg, tmp_path / "r" / "adapters", model=model, tokenizer=tok)
+        return evaluate(run.path, tasks="sample:1", seeds=2, browser=False, learner=learner, io=tiny_io(tok))
+
+    puts, gets = [], []
+    put, get = run_mod.EpisodeStore.put, run_mod.EpisodeStore.get
+
+    def counting_put(self, key, eps):
+        put(self, key, eps)
+        puts.append(key)
+        if stop["after"] and len(puts) == stop["after"]:
+            raise KeyboardInterrupt("stopped")
+
+    def counting_get(self, key):
+        out = get(self, key)
+        gets.append(out is not None)
+        return out
+
+    monkeypatch.setattr(run_mod.EpisodeStore, "put", counting_put)
+    monkeypatch.setattr(run_mod.EpisodeStore, "get", counting_get)
+    stop = {"after": 0}
+    reference = ev()
+    sampled = len(puts)
+    assert sampled > 4 and not (run.path / "episodes").exists()
+    puts.clear()
+    stop["after"] = 4
+    with pytest.raises(KeyboardInterrupt):
+        ev()
+    assert len(run_mod.EpisodeStore(run.path / "episodes", 3)) == 4
+    puts.clear(), gets.clear()
+    stop["after"] = 0
+    resumed = ev()
+    assert sum(gets) == 4 and len(puts) == sampled - 4
+    assert _without_seconds([resumed]) == _without_seconds([reference])
+    assert not (run.path / "episodes").exists()
