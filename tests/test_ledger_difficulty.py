@@ -129,3 +129,22 @@ def test_sample_cases_cover_templates_independently_of_domains():
     assert [c.id for c in cases] == [c.id for c in sample_cases(0, 60, 10_000)]  # deterministic
     two = sample_cases(0, 4, 1, ["customer_ops", "smart_home"])
     assert [c.domain for c in two] == ["customer_ops", "smart_home"] * 2
+
+
+def test_the_ledger_eval_pool_is_fixed_and_disjoint_from_training_seeds():
+    """The per-level pool (seed POOL_SEED = 1,000,000) draws case seeds from 1,000,000 up; curriculum
+    proposals (LedgerProposal.seed ≤ 999,999) and the warm start (sample_cases, base 0) stay below,
+    so no pool case can be generated in training; the same cases on every call."""
+    from advsim.suites.web import POOL_SEED
+    from worlds.ledger.difficulty import sample_cases
+
+    suite = EvidenceLedgerSuite()
+    pool = suite.eval_pool(1, 12, POOL_SEED)
+    seeds = [int(c.id.rsplit("-", 1)[1]) for c in pool]
+    assert len(pool) == 12 and all(1_000_000 <= s < 2_000_000 for s in seeds)
+    assert [c.id for c in pool] == [c.id for c in suite.eval_pool(1, 12, POOL_SEED)]
+    assert all(int(c.id.rsplit("-", 1)[1]) < 1_000_000 for c in suite.training_tasks(12, POOL_SEED, {1: 1.0}))
+    # base shifts the seeds only: the same draws, 1,000,000 higher
+    assert seeds == [int(c.id.rsplit("-", 1)[1]) + 1_000_000 for c in sample_cases(1, 12, POOL_SEED, suite.domains)]
+    with pytest.raises(ValueError):
+        LedgerProposal(domain="customer_ops", level=1, seed=seeds[0])

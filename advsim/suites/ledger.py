@@ -312,10 +312,12 @@ class EvidenceLedgerSuite:
     # ------------------------------------------------------------------- evaluation binding
     def eval_pool(self, level: int, n: int, seed: int) -> list:
         """``n`` generated cases at ``level`` of the suite's domains, drawn with ``seed``
-        (:func:`worlds.ledger.difficulty.sample_cases`)."""
+        (:func:`worlds.ledger.difficulty.sample_cases`), with case seeds from ``seed`` up: the
+        evaluation's ``seed`` (``POOL_SEED`` = 1,000,000) lies above every seed a proposal or the
+        warm start can use (≤ 999,999), so the pool is never trained on."""
         from worlds.ledger.difficulty import sample_cases
 
-        return sample_cases(level, n, seed, self.domains) if n > 0 else []
+        return sample_cases(level, n, seed, self.domains, base=seed) if n > 0 else []
 
     def frozen_tasks(self, spec: str) -> list:
         """Cases of the served suite for ``eval.tasks``.

@@ -152,14 +152,17 @@ def instantiate(proposal: LedgerProposal | dict) -> Case:
         raise RuntimeError(f"generated case failed validation: {exc}") from exc
 
 
-def sample_cases(level: int, n: int, seed: int, domains: Sequence[str] | None = None) -> list[Case]:
+def sample_cases(level: int, n: int, seed: int, domains: Sequence[str] | None = None, base: int = 0) -> list[Case]:
     """``n`` generated cases at ``level``, ``domains`` (default: all six) in turn and each case's seed drawn from
-    ``random.Random(seed)`` — so domains and templates vary independently (consecutive seeds
-    with domains in turn would pick one template per domain: a case's template is its seed
-    modulo the domain's template count). Deterministic in the arguments."""
+    ``random.Random(seed)`` in ``base`` … ``base + 999,999`` — so domains and templates vary
+    independently (consecutive seeds with domains in turn would pick one template per domain: a
+    case's template is its seed modulo the domain's template count). Deterministic in the
+    arguments. ``base = 0`` is the range curriculum proposals and the warm start draw from; the
+    evaluation pool draws from ``base = 1,000,000`` up, so it never holds a case training could
+    generate."""
     doms = list(domains or DOMAINS)
     rng = random.Random(f"ledger-sample|{level}|{seed}")
-    return [make_case(doms[i % len(doms)], level, rng.randrange(1_000_000)) for i in range(n)]
+    return [make_case(doms[i % len(doms)], level, base + rng.randrange(1_000_000)) for i in range(n)]
 
 
 def level_stats(level: int, n: int = 30, seed: int = 0) -> dict:
