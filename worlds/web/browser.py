@@ -106,7 +106,9 @@ class BrowserWorld(_Injection, _ActionRunner, _TreeReader, _Recovery):
             hidden, disabled, read-only or covered is rejected before acting, without waiting;
             one that still does not become actionable within this time while the page answers
             makes the step raise :class:`ActionError` (no effect; an ERROR is logged); if the
-            page does not answer, the page is restored as after a crash.
+            page does not answer, the page is restored as after a crash. Default 10 s: an
+            actionable element returns at once, and on a loaded machine 3 s was too short (a
+            2-core machine at load 5 failed a ``select_option`` on a static test page).
         navigation_timeout_ms: timeout of loading the task page (ms).
         hang_timeout_s: watchdog limit of one browser interaction (s); beyond it Chromium is
             killed and restarted.
@@ -123,7 +125,7 @@ class BrowserWorld(_Injection, _ActionRunner, _TreeReader, _Recovery):
     """
 
     def __init__(self, server: PageServer | None = None, *, executable_path: str = CHROMIUM_PATH,
-                 launch_args: Sequence[str] = CHROMIUM_ARGS, action_timeout_ms: float = 3000,
+                 launch_args: Sequence[str] = CHROMIUM_ARGS, action_timeout_ms: float = 10000,
                  navigation_timeout_ms: float = 10000, hang_timeout_s: float = 20.0,
                  max_restarts: int = 3, actionability_checks: bool = True) -> None:
         self._uid = f"bw{os.getpid()}x{next(_WORLD_IDS)}"
