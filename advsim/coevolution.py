@@ -10,9 +10,9 @@ Stage 1 — curriculum ↔ executor:
     1. the curriculum proposes |P| task specs (:class:`forms_bench.proposal.TaskProposal`:
        stratum, domain, difficulty level, seed), seeing the recent specs with their p̂;
     2. each valid proposal is instantiated and run K times by the current executor → p̂_J(x);
-    3. R_C(x) = ν(x) · max{0, q(p̂) − λ_C n(x)/|P|}, n(x) from lexical clusters of what
-       determines the task (:func:`forms_bench.proposal.task_text`); the curriculum is updated
-       on its proposals with group-normalised R_C;
+    3. R_C(x) = ν(x) · max{0, q(p̂) − λ_C n(x)/|P|}, n(x) = proposals of x's spec family (equal
+       but for the seed; ``stage1.repetition: lexical``: x's lexical cluster of task texts); the
+       curriculum is updated on its proposals with group-normalised R_C;
     4. the executor pool (the best proposals by R_C) gets G rollouts per task (fresh, or with
        ``stage1.executor_groups: controls`` the K control runs themselves), R_E = 2j − 1,
        Â = f(p̂) · group-normalised R_E; the executor is updated.
@@ -43,7 +43,7 @@ import time
 from typing import Any, Sequence
 
 from advsim.rewards import (adversary_reward, cluster_sizes, curriculum_reward, executor_advantages,
-                            executor_reward, group_normalize, repeat_counts)
+                            executor_reward, family_sizes, group_normalize, repeat_counts)
 from advsim.rollout import Episode, EpisodeSpec, run_episodes
 from advsim.suites import WebFormsSuite
 from policies.engines import GenerationRequest
@@ -189,8 +189,11 @@ def stage1_iteration(learner, io: RoleIO, run, t: int, suite=None) -> dict[str, 
     p_hat = {i: sum(e.success for e in ctrl[k * K:(k + 1) * K]) / K for k, i in enumerate(valid)}
 
     # reward R_C (AdvSim2Real Eq. 2) and the curriculum's update
-    texts = [suite.task_text(tasks[i]) if tasks[i] is not None else g.text for i, g in enumerate(gens)]
-    clusters = cluster_sizes(texts, s1.cluster_threshold)
+    if s1.repetition == "family":
+        clusters = family_sizes([p if tasks[i] is not None else None for i, p in enumerate(proposals)])
+    else:
+        texts = [suite.task_text(tasks[i]) if tasks[i] is not None else g.text for i, g in enumerate(gens)]
+        clusters = cluster_sizes(texts, s1.cluster_threshold)
     r_c = [curriculum_reward(p_hat.get(i), tasks[i] is not None, clusters[i], len(gens), s1.lambda_c)
            for i in range(len(gens))]
     adv_c = group_normalize(r_c)

@@ -153,7 +153,14 @@ class Stage1Config:
         "same task, so the same distribution; G must equal K). 'controls' halves stage 1's rollouts, "
         "and a group is informative exactly when 0 < p̂ < 1, i.e. when R_C can be > 0.")
     lambda_c: float = _f(0.5, "λ_C, repetition-penalty weight of R_C.", ge=0)
-    cluster_threshold: float = _f(0.5, "Lexical-similarity threshold of the repetition clusters.", ge=0, le=1)
+    repetition: Literal["family", "lexical"] = _f(
+        "family", "What n(x) in R_C's repetition penalty counts: 'family' = proposals in the pool equal to x "
+        "in every field but the seed (advsim.rewards.family_sizes); 'lexical' = x's single-linkage cluster "
+        "of task texts with word uni+bigram Jaccard ≥ cluster_threshold (R-Zero's batch clusters). In the "
+        "templated web world the task text's similarity grows with the level (its rules and labels), so "
+        "'lexical' taxed level 1 about twice as hard as level 0 on the same pool.")
+    cluster_threshold: float = _f(0.5, "Lexical-similarity threshold of the repetition clusters "
+                                       "(repetition: lexical).", ge=0, le=1)
 
 
 @dataclass(config=_STRICT)

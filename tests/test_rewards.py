@@ -5,7 +5,7 @@ import math
 import pytest
 
 from advsim.rewards import (adversary_reward, cluster_sizes, curriculum_reward, difficulty_scale,
-                            executor_advantages, executor_reward, group_normalize, lexical_clusters,
+                            executor_advantages, executor_reward, family_sizes, group_normalize, lexical_clusters,
                             repeat_counts, uncertainty)
 
 
@@ -85,3 +85,19 @@ def test_lexical_clusters_and_repeats():
     assert lexical_clusters(texts) == [0, 0, 2, 0]
     assert cluster_sizes(texts) == [3, 3, 1, 3]
     assert repeat_counts(["Press  Delete", "press delete", "Escalate"]) == [2, 2, 1]
+
+
+def test_family_sizes_count_proposals_equal_but_for_the_seed():
+    from forms_bench.proposal import TaskProposal
+    from worlds.ledger.difficulty import LedgerProposal
+
+    a = TaskProposal(stratum="derived_values", domain="hr_leave", level=1, seed=1)
+    pool = [a, a.model_copy(update={"seed": 2}), a.model_copy(update={"level": 0}), None,
+            a.model_copy(update={"seed": 3, "extras": False}), a.model_copy(update={"seed": 4}), None]
+    # family of a: seeds 1, 2, 4 -> 3; level 0 and the extras override are families of their own;
+    # each unparsed proposal is its own family
+    assert family_sizes(pool) == [3, 3, 1, 1, 1, 3, 1]
+    b = LedgerProposal(domain="customer_ops", level=1, seed=5)
+    assert family_sizes([b, b.model_copy(update={"seed": 6}), b.model_copy(update={"level": 2})]) == [2, 2, 1]
+    # R_C with λ_C = 0.5, |P| = 7, p̂ = 0.5 (q = 1): 1 − 0.5·3/7 for the family of three
+    assert curriculum_reward(0.5, True, family_sizes(pool)[0], 7, 0.5) == pytest.approx(1 - 0.5 * 3 / 7)
