@@ -248,6 +248,34 @@ def wall_time_lines(events: list[dict], results: dict) -> list[str]:
     return out
 
 
+def _mean_cell(xs: list[float], digits: int) -> str:
+    return f"{sum(xs) / len(xs):.{digits}f}" if xs else "—"
+
+
+def curriculum_level_lines(proposals: list[dict]) -> list[str]:
+    """The report's "Curriculum proposals per level" table, from ``proposals.jsonl``'s stage-1
+    ``role: curriculum`` rows: per iteration and level, the valid proposals, their mean p̂, how many
+    had 0.1 < p̂ < 1 (ν = 1 and q > 0, the only ones R_C rewards), the mean R_C and the mean n(x) of
+    the repetition penalty (AdvSim2Real Eq. 2). Shows where the curriculum puts its mass and whether
+    it collapses onto one level. [] when there are no such rows."""
+    rows = [r for r in proposals if r.get("stage") == 1 and r.get("role") == "curriculum" and r.get("valid")]
+    if not rows:
+        return []
+    cells: dict[tuple[int, int], list[dict]] = {}
+    for r in rows:
+        cells.setdefault((r["iteration"], r["level"]), []).append(r)
+    out = ["", "## Curriculum proposals per level (stage 1)", "",
+           "| iteration | level | valid proposals | mean p̂ | 0.1 < p̂ < 1 | mean R_C | mean n(x) |",
+           "|---|---|---|---|---|---|---|"]
+    for (it, lv), rs in sorted(cells.items()):
+        ps = [r["p_hat"] for r in rs if r.get("p_hat") is not None]
+        rc = [r["reward"] for r in rs if r.get("reward") is not None]
+        n = [r["cluster"] for r in rs if r.get("cluster") is not None]
+        out.append(f"| {it} | {lv} | {len(rs)} | {_mean_cell(ps, 3)} | {sum(0.1 < p < 1 for p in ps)} | "
+                   f"{_mean_cell(rc, 3)} | {_mean_cell(n, 1)} |")
+    return out
+
+
 def write_report(run_dir: str | Path, results: dict) -> Path:
     """Write ``report.md`` and the plots into ``run_dir``; returns the report path."""
     from advsim.run import RunDir
@@ -398,6 +426,7 @@ def write_report(run_dir: str | Path, results: dict) -> Path:
         if fails:
             lines += ["", "Parse failures (one sample per role and update):", ""]
             lines += [f"- {s}.{i} {role}: `{f['text'][:120]!r}` — {f['error'][:160]}" for s, i, role, f in fails]
+    lines += curriculum_level_lines(proposals)
     lines += wall_time_lines(events, results)
     lines += ["", "![completion per checkpoint](completion.png)", "", f"![per {gname}](groups.png)", "",
               "![training curves](training.png)", ""]

@@ -463,3 +463,21 @@ def test_an_evaluation_stopped_part_way_resumes_from_its_saved_chunks(tmp_path, 
     assert sum(gets) == 4 and len(puts) == sampled - 4
     assert _without_seconds([resumed]) == _without_seconds([reference])
     assert not (run.path / "episodes").exists()
+
+
+def test_curriculum_level_table_counts_rewarded_proposals_per_iteration_and_level():
+    from advsim.report import curriculum_level_lines
+
+    def row(it, lv, p, r, n, valid=True, role="curriculum"):
+        return {"stage": 1, "iteration": it, "role": role, "level": lv, "valid": valid, "p_hat": p, "reward": r,
+                "cluster": n}
+
+    proposals = [row(1, 0, 0.5, 1.0, 2), row(1, 0, 1.0, 0.0, 2), row(1, 1, 0.125, 0.25, 1),
+                 row(1, 0, None, 0.0, 1, valid=False), row(1, 0, 0.0, None, 1, role="probe"), row(2, 0, 0.75, 0.4, 3)]
+    assert curriculum_level_lines(proposals) == [
+        "", "## Curriculum proposals per level (stage 1)", "",
+        "| iteration | level | valid proposals | mean p̂ | 0.1 < p̂ < 1 | mean R_C | mean n(x) |",
+        "|---|---|---|---|---|---|---|",
+        "| 1 | 0 | 2 | 0.750 | 1 | 0.500 | 2.0 |", "| 1 | 1 | 1 | 0.125 | 1 | 0.250 | 1.0 |",
+        "| 2 | 0 | 1 | 0.750 | 1 | 0.400 | 3.0 |"]
+    assert curriculum_level_lines([row(1, 0, 0.5, 1.0, 1, role="probe")]) == []
