@@ -83,6 +83,10 @@ class EngineConfig:
     max_num_seqs: int = _f(16, "Most sequences the engine computes at once: vLLM's max_num_seqs (sequences per "
                                "engine step), TorchEngine's batch of generate and score. Larger on a GPU (64-256), "
                                "where a batch costs about as much as one sequence.", ge=1)
+    gpu_memory_utilization: float = _f(
+        0.9, "vLLM on CUDA only: vLLM's gpu_memory_utilization, the share of the GPU's memory that must be free "
+             "when the engine starts (vLLM's start-up check; the KV cache itself is kv_cache_gib). Lower it (e.g. "
+             "0.4) to run two engines on one GPU.", gt=0, le=1)
     cuda_graphs: bool = _f(
         True, "vLLM on CUDA only: capture CUDA graphs and compile with torch.compile (vLLM's default). Part of "
               "the contract there: on the H200 the compiled batch-invariant engine gave diff = 0 in every row "
@@ -97,6 +101,13 @@ class EngineConfig:
 @dataclass(config=_STRICT)
 class OptimConfig:
     learning_rate: float = _f(1e-4, "AdamW learning rate of the active adapter.", gt=0)
+    role_learning_rates: dict[str, float] = _f(
+        {}, "Per-role learning rates that replace learning_rate for the roles named (keys: executor, curriculum, "
+            "adversary; values > 0), e.g. {curriculum: 0.0001}. The three adapters are separate policies with "
+            "separate AdamW optimizers; the curriculum's one group of |P| proposals carries a level choice in a "
+            "few tokens, and one update at the executor's lr (4 steps at 7e-4) moved it from 107 of 256 "
+            "proposals at level 0 to 252 of 252 on the H200 (results/h200-frontier-2026-12-03). Optimizer "
+            "states saved before a change keep their old rate on --resume (torch restores it).")
     weight_decay: float = _f(0.0, "AdamW weight decay.", ge=0)
     max_grad_norm: float = _f(1.0, "Gradient-norm clip before each step.", gt=0)
     beta_kl: float = _f(0.02, "β, weight of the k3 KL term to the backbone (adapters off).", ge=0)
@@ -116,6 +127,19 @@ class OptimConfig:
            "whatever the gradient's size, so a step on 3 samples is as large as one on 30 and far noisier "
            "(demo-d: 12 samples of one group in 4 steps took level-0 success 50 % -> 42.5 %, n = 40).", ge=1)
 
+
+    def __post_init__(self) -> None:
+        from policies.adapters import ROLES
+
+        for role, lr in self.role_learning_rates.items():
+            if role not in ROLES:
+                raise ValueError(f"optim.role_learning_rates: unknown role {role!r} (roles: {', '.join(ROLES)})")
+            if not lr > 0:
+                raise ValueError(f"optim.role_learning_rates.{role}: must be > 0, got {lr}")
+
+    def lr(self, role: str) -> float:
+        """The AdamW learning rate of ``role``'s adapter: ``role_learning_rates[role]`` or ``learning_rate``."""
+        return self.role_learning_rates.get(role, self.learning_rate)
 
 @dataclass(config=_STRICT)
 class WarmStartConfig:

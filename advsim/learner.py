@@ -123,7 +123,7 @@ class Learner:
             lcfg.layers_to_transform = list(range(max(0, n_layers - cfg.model.lora_layers), n_layers))
         self.model = attach_role_adapters(model, config=lcfg, seed=cfg.seed)
         self.versions = {r: 0 for r in ROLES}
-        self.optimizers = {r: self._optimizer(r, cfg.optim.learning_rate) for r in ROLES}
+        self.optimizers = {r: self._optimizer(r, cfg.optim.lr(r)) for r in ROLES}
         self._backbone_path = backbone_path
         self._engine = engine
         self.engine_log: Path | None = None  # fd 2 goes here while the engine starts (advsim.run.stderr_to)

@@ -198,7 +198,10 @@ def test_vllm_on_cuda_settings_are_the_measured_contract():
     from policies.engines.vllm_engine import cuda_llm_settings
 
     assert cuda_llm_settings(True) == {"enforce_eager": False, "kv_cache_memory_bytes": 2**30,
-                                       "attention_backend": "TRITON_ATTN"}
+                                       "gpu_memory_utilization": 0.9, "attention_backend": "TRITON_ATTN"}
+    assert cuda_llm_settings(True, gpu_memory_utilization=0.4)["gpu_memory_utilization"] == 0.4
+    with pytest.raises(ValueError, match=r"gpu_memory_utilization must be in \(0, 1\], got 1.5"):
+        cuda_llm_settings(True, gpu_memory_utilization=1.5)
     assert cuda_llm_settings(True, cuda_graphs=False, kv_cache_gib=24)["enforce_eager"] is True
     assert cuda_llm_settings(True, attention_backend="FLASH_ATTN")["attention_backend"] == "FLASH_ATTN"
     assert "attention_backend" not in cuda_llm_settings(False)
@@ -270,3 +273,20 @@ def test_every_shipped_config_validates(name, monkeypatch):
         steps = sum(len(solve(t)) for t in warmstart_tasks(cfg.warmstart.executor_tasks, cfg.warmstart.seed,
                                                              cfg.warmstart.executor_levels))
         assert steps == 2124  # at least 2,000 oracle steps
+
+
+def test_role_learning_rates_replace_the_shared_rate_for_the_roles_named():
+    """optim.role_learning_rates: the curriculum's AdamW gets its own rate, the others the shared
+    one; unknown roles and non-positive rates are refused with the field named."""
+    from advsim.config import OptimConfig
+
+    o = OptimConfig(learning_rate=7e-4, role_learning_rates={"curriculum": 1e-4})
+    assert (o.lr("curriculum"), o.lr("executor"), o.lr("adversary")) == (1e-4, 7e-4, 7e-4)
+    with pytest.raises(ValueError, match="optim.role_learning_rates: unknown role 'planner'"):
+        OptimConfig(role_learning_rates={"planner": 1e-4})
+    with pytest.raises(ValueError, match=r"optim.role_learning_rates.adversary: must be > 0, got 0.0"):
+        OptimConfig(role_learning_rates={"adversary": 0.0})
+    from advsim.config import EngineConfig
+
+    with pytest.raises(ValueError, match="gpu_memory_utilization"):
+        EngineConfig(gpu_memory_utilization=0.0)

@@ -481,3 +481,17 @@ def test_curriculum_level_table_counts_rewarded_proposals_per_iteration_and_leve
         "| 1 | 0 | 2 | 0.750 | 1 | 0.500 | 2.0 |", "| 1 | 1 | 1 | 0.125 | 1 | 0.250 | 1.0 |",
         "| 2 | 0 | 1 | 0.750 | 1 | 0.400 | 3.0 |"]
     assert curriculum_level_lines([row(1, 0, 0.5, 1.0, 1, role="probe")]) == []
+
+
+def test_each_role_adapter_gets_its_optimizer_at_its_own_learning_rate(tmp_path):
+    """optim.role_learning_rates reaches the learner: the curriculum's AdamW steps at its own rate,
+    the executor's and the adversary's at optim.learning_rate."""
+    from advsim.learner import Learner
+    from policies.backbone import tiny_backbone
+
+    cfg = config_from_dict({**TINY, "optim": {**TINY.get("optim", {}), "learning_rate": 7e-4,
+                                              "role_learning_rates": {"curriculum": 1e-4}}})
+    model, tok = tiny_backbone(seed=cfg.seed)
+    learner = Learner(cfg, tmp_path / "adapters", model=model, tokenizer=tok)
+    lrs = {r: [g["lr"] for g in opt.param_groups] for r, opt in learner.optimizers.items()}
+    assert lrs == {"executor": [7e-4], "curriculum": [1e-4], "adversary": [7e-4]}

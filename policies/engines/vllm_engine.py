@@ -61,19 +61,27 @@ def _set_batch_invariant(consistent: bool) -> None:
 
 
 def cuda_llm_settings(consistent: bool, cuda_graphs: bool = True, attention_backend: str | None = None,
-                      kv_cache_gib: float = 1) -> dict[str, Any]:
+                      kv_cache_gib: float = 1, gpu_memory_utilization: float = 0.9) -> dict[str, Any]:
     """The ``LLM(...)`` settings :class:`VLLMEngine` adds on CUDA (vLLM 0.22).
 
     With ``consistent`` the contract measured bit-identical on the H200 (results/h200-vllm-2026-12-02):
     Triton attention (unless ``attention_backend`` names another) and, with ``cuda_graphs``, CUDA
     graphs + ``torch.compile`` (``enforce_eager=False``); the batch-invariant mode itself is the
     environment variable set by :func:`_set_batch_invariant`. Without ``consistent``: vLLM's own
-    attention choice. ``kv_cache_gib`` (GiB) → ``kv_cache_memory_bytes``.
+    attention choice. ``kv_cache_gib`` (GiB) → ``kv_cache_memory_bytes``; ``gpu_memory_utilization``
+    (0–1] → vLLM's own setting, which with ``kv_cache_memory_bytes`` only sets the free memory vLLM
+    requires at start (lower it to share the GPU with another engine).
 
     Returns:
-        ``{"enforce_eager", "kv_cache_memory_bytes"[, "attention_backend"]}``.
+        ``{"enforce_eager", "kv_cache_memory_bytes", "gpu_memory_utilization"[, "attention_backend"]}``.
+
+    Raises:
+        ValueError: ``gpu_memory_utilization`` outside (0, 1].
     """
-    out: dict[str, Any] = {"enforce_eager": not cuda_graphs, "kv_cache_memory_bytes": int(kv_cache_gib * 2**30)}
+    if not 0 < gpu_memory_utilization <= 1:
+        raise ValueError(f"gpu_memory_utilization must be in (0, 1], got {gpu_memory_utilization}")
+    out: dict[str, Any] = {"enforce_eager": not cuda_graphs, "kv_cache_memory_bytes": int(kv_cache_gib * 2**30),
+                           "gpu_memory_utilization": gpu_memory_utilization}
     backend = attention_backend or ("TRITON_ATTN" if consistent else None)
     if backend:
         out["attention_backend"] = backend
@@ -116,6 +124,8 @@ class VLLMEngine:
             for prefill and decode; FlashAttention 3 (vLLM's choice on Hopper) gave the needle (one
             request alone vs among 128) different log-probs where Triton attention did not (H200,
             eager engines, 1/16 vs 16/16 bit-equal). Without ``consistent``: vLLM's own choice.
+        gpu_memory_utilization: CUDA only: the share of the GPU's memory vLLM requires free at start
+            (the KV cache is ``kv_cache_gib``); lower it to run two engines on one GPU.
 
     The batch-invariant mode is process-wide (vLLM reads it at import): every VLLMEngine of a
     process on CUDA must agree on ``consistent``; a second one that does not raises
@@ -139,7 +149,7 @@ class VLLMEngine:
                  max_num_batched_tokens: int | None = None, llm_kwargs: dict | None = None,
                  vllm_cache_root: str | os.PathLike | None = None, device: str = "cpu",
                  dtype: str = "float32", cuda_graphs: bool = True,
-                 attention_backend: str | None = None) -> None:
+                 attention_backend: str | None = None, gpu_memory_utilization: float = 0.9) -> None:
         from policies.backbone import cache_root, load_tokenizer, resolve_backbone
 
         check_engine_settings("vllm", device, dtype)
@@ -183,7 +193,7 @@ class VLLMEngine:
         )
         self.attention_backend = None
         if device == "cuda":
-            cuda = cuda_llm_settings(consistent, cuda_graphs, attention_backend, kv_cache_gib)
+            cuda = cuda_llm_settings(consistent, cuda_graphs, attention_backend, kv_cache_gib, gpu_memory_utilization)
             kwargs.update(cuda)
             self.attention_backend = cuda.get("attention_backend")
         if enable_lora:
