@@ -5,6 +5,9 @@
 #   bash scripts/gpu/measure.sh train CONFIG   # one resumable part of a training run -> $OUT/events.jsonl …
 #   bash scripts/gpu/measure.sh train-bg CONFIG [WAIT_S]  # the whole run in its own process session, then watch
 #   bash scripts/gpu/measure.sh watch CONFIG [WAIT_S]     # wait for that run (at most WAIT_S), bring its files back
+#   bash scripts/gpu/measure.sh pair CONFIG_A CONFIG_B [WAIT_S]  # two runs side by side on one GPU (each config sets
+#        engine.gpu_memory_utilization <= 0.5), started 20 s apart if not running; waits for both (at most WAIT_S)
+#        and brings each one's watch files back as $OUT/<name>.tar.gz (the tool brings back 8 files a call)
 # train-bg starts `advsim demo --resume` with setsid, so it outlives the call while the machine stays
 # held (chain the watch calls); one engine start for the whole run. A run directory brought back
 # earlier (FULL=1 watch: .gpu/run/run.tar.gz.part-*, carried) is unpacked first, so a run goes on on a fresh machine.
@@ -39,6 +42,25 @@ case "$1" in
       echo "started $name (pid $!)"
     fi
     bash "$0" watch "$2" "${3:-540}" ;;
+  pair)
+    mkdir -p /root/runs
+    for c in "$2" "$3"; do
+      name=$(basename "$c" .yaml)
+      if ! pgrep -f "advsim demo --config $c" > /dev/null; then
+        VLLM_CACHE_ROOT=/root/advsim-cache/vllm-$name setsid nohup python3 -m advsim demo --config "$c" \
+          --run-dir "/root/runs/$name" --resume --json "/root/runs/$name.json" > "/root/runs/$name.console.log" 2>&1 < /dev/null &
+        echo "started $name (pid $!)"; [ "$c" = "$2" ] && sleep 20
+      fi
+    done
+    t0=$(date +%s)
+    while { pgrep -f "advsim demo --config $2" || pgrep -f "advsim demo --config $3"; } > /dev/null \
+          && [ $(( $(date +%s) - t0 )) -lt "${4:-540}" ]; do sleep 5; done
+    for c in "$2" "$3"; do
+      name=$(basename "$c" .yaml); mkdir -p "/tmp/pair/$name"
+      echo "== $name"; OUT=/tmp/pair/$name bash "$0" watch "$c" 0 | grep -v "^total\|^-rw\|^drw" | tail -12
+      tar -czf "$OUT/$name.tar.gz" -C /tmp/pair "$name"
+    done
+    ls -la "$OUT" ;;
   watch)
     name=$(basename "$2" .yaml); RUN=/root/runs/$name; t0=$(date +%s)
     while pgrep -f "advsim demo --config $2" > /dev/null && [ $(( $(date +%s) - t0 )) -lt "${3:-540}" ]; do sleep 5; done
