@@ -25,6 +25,10 @@ device: the forward *values* of the loss (the engine's log-probs, rollout = scor
 bit-identical: the graph's own values, which only carry the gradient
 (``value + (graph − graph.detach())``).
 
+On CUDA the gradient graphs run under ``torch.use_deterministic_algorithms``
+(``optim.deterministic_backward``, :meth:`Learner.deterministic`): PyTorch's float32 SDPA
+backward is otherwise not reproducible run to run, so one seed gave different adapters.
+
 With LoRA on the top ``model.lora_layers`` layers only, the frozen layers below are run once
 per sequence (:meth:`Learner.trunk_states`) and shared by ℓ0 and the peft graph, which then run
 only the adapted layers.
@@ -35,6 +39,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import math
+import os
 import random
 from pathlib import Path
 from typing import Sequence
@@ -104,6 +109,10 @@ class Learner:
             raise ValueError(f"engine.device is {e.device!r} but the given engine runs on {engine.device}")
         torch.manual_seed(cfg.seed)
         torch.set_num_threads(e.threads)
+        if self.device.type == "cuda" and cfg.optim.deterministic_backward:
+            # cuBLAS is deterministic only with a fixed workspace; vLLM's batch-invariant mode sets
+            # :16:8 itself (also deterministic), which setdefault keeps
+            os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
         self.cfg = cfg
         self.adapter_root = Path(adapter_root)
         if model is None:
@@ -291,6 +300,28 @@ class Learner:
         return box["h"][0]
 
     # -- updates -----------------------------------------------------------------------------
+    @contextlib.contextmanager
+    def deterministic(self):
+        """Run the enclosed gradient graph and backward under ``torch.use_deterministic_algorithms``
+        (``warn_only=True``: an op without a deterministic kernel warns instead of stopping a run)
+        when the learner is on CUDA and ``optim.deterministic_backward`` is set; the previous
+        setting is restored on exit, so the engine's own kernels (vLLM in this process) never run
+        under it. A no-op on the CPU, whose kernels are already run-to-run deterministic.
+
+        Measured on the H200 (``scripts/gpu/sft_determinism.py``): 8 AdamW steps of LoRA on
+        SmolLM2-135M's shapes in float32, twice from one state: SDPA left 417,314 of 488,448 adapter
+        weights different (max 3.4e-6); under this mode, or with eager attention, none.
+        """
+        if self.device.type != "cuda" or not self.cfg.optim.deterministic_backward:
+            yield
+            return
+        before, before_warn = torch.are_deterministic_algorithms_enabled(), torch.is_deterministic_algorithms_warn_only_enabled()
+        torch.use_deterministic_algorithms(True, warn_only=True)
+        try:
+            yield
+        finally:
+            torch.use_deterministic_algorithms(before, warn_only=before_warn)
+
     def update(self, role: str, samples: Sequence[Sample]) -> dict:
         """One GRPO-style update of ``role`` on ``samples`` (all sampled by its current version):
         ``optim.steps_per_update`` AdamW steps (fewer when there are under ``optim.min_step_samples`` trained
@@ -344,7 +375,8 @@ class Learner:
         grad_norms = []
         for k in range(steps):
             chunk = order[bounds[k]:bounds[k + 1]]
-            self._step(role, opt, chunk, samples, seqs, plens, lens, train_vals, totals, grad_norms)
+            with self.deterministic():
+                self._step(role, opt, chunk, samples, seqs, plens, lens, train_vals, totals, grad_norms)
         self.versions[role] += 1
         self.publish(role)
         return {"loss": totals["loss"], "pg": totals["pg"], "kl": totals["kl_sum"] / max(totals["tokens"], 1.0),
@@ -412,12 +444,13 @@ class Learner:
                 pls = [len(examples[i][0]) for i in idx]
                 width = max(len(examples[i][1]) for i in idx)
                 trunk = None if cache[idx[0]] is None else [cache[i] for i in idx]
-                lp = self._graph(seqs, pls, width, trunk=trunk)
-                mask = completion_tensor([[1.0] * len(examples[i][1]) for i in idx],
-                                         [len(examples[i][1]) for i in idx], width, lp.dtype, device=self.device)
-                loss = sft_loss(lp, mask)
-                opt.zero_grad(set_to_none=True)
-                loss.backward()
+                with self.deterministic():
+                    lp = self._graph(seqs, pls, width, trunk=trunk)
+                    mask = completion_tensor([[1.0] * len(examples[i][1]) for i in idx],
+                                             [len(examples[i][1]) for i in idx], width, lp.dtype, device=self.device)
+                    loss = sft_loss(lp, mask)
+                    opt.zero_grad(set_to_none=True)
+                    loss.backward()
                 torch.nn.utils.clip_grad_norm_(self._params(role), self.cfg.optim.max_grad_norm)
                 opt.step()
                 losses.append(float(loss.detach()))

@@ -1,6 +1,7 @@
 """The co-evolution pipeline end to end on a tiny random backbone with TorchEngine, and resume."""
 
 import hashlib
+import os
 from pathlib import Path
 
 import pytest
@@ -495,3 +496,37 @@ def test_each_role_adapter_gets_its_optimizer_at_its_own_learning_rate(tmp_path)
     learner = Learner(cfg, tmp_path / "adapters", model=model, tokenizer=tok)
     lrs = {r: [g["lr"] for g in opt.param_groups] for r, opt in learner.optimizers.items()}
     assert lrs == {"executor": [7e-4], "curriculum": [1e-4], "adversary": [7e-4]}
+
+
+def test_gradient_graphs_run_under_deterministic_algorithms_on_cuda_only(tmp_path, monkeypatch):
+    """optim.deterministic_backward: on CUDA the learner's graphs run under
+    torch.use_deterministic_algorithms(True, warn_only=True) and the previous setting comes back on
+    exit (the engine's kernels never run under it); on the CPU, or switched off, nothing changes.
+    (That the mode makes the H200's SDPA backward reproducible is measured by
+    scripts/gpu/sft_determinism.py: results/h200-sft-determinism-2026-12-03.)"""
+    import torch
+
+    from advsim.learner import Learner
+    from policies.backbone import tiny_backbone
+
+    monkeypatch.delenv("CUBLAS_WORKSPACE_CONFIG", raising=False)
+    model, tok = tiny_backbone(seed=0)
+    learner = Learner(config_from_dict(TINY), tmp_path / "adapters", model=model, tokenizer=tok)
+    assert learner.cfg.optim.deterministic_backward is True
+    assert "CUBLAS_WORKSPACE_CONFIG" not in os.environ  # set only for a CUDA learner
+    state = lambda: (torch.are_deterministic_algorithms_enabled(), torch.is_deterministic_algorithms_warn_only_enabled())
+    assert state() == (False, False)
+    with learner.deterministic():
+        assert state() == (False, False)  # CPU: a no-op
+    learner.device = torch.device("cuda")  # the mode itself needs no GPU
+    with learner.deterministic():
+        assert state() == (True, True)
+    assert state() == (False, False)
+    with pytest.raises(RuntimeError, match="boom"), learner.deterministic():
+        raise RuntimeError("boom")
+    assert state() == (False, False)  # restored on an error too
+    off = Learner(config_from_dict({**TINY, "optim": {**TINY.get("optim", {}), "deterministic_backward": False}}),
+                  tmp_path / "adapters-off", model=tiny_backbone(seed=0)[0], tokenizer=tok)
+    off.device = torch.device("cuda")
+    with off.deterministic():
+        assert state() == (False, False)
