@@ -128,12 +128,13 @@ class OptimConfig:
            "(demo-d: 12 samples of one group in 4 steps took level-0 success 50 % -> 42.5 %, n = 40).", ge=1)
     deterministic_backward: bool = _f(
         True, "On CUDA, run the learner's gradient graphs (GRPO updates and the warm start) under "
-              "torch.use_deterministic_algorithms (warn_only; CUBLAS_WORKSPACE_CONFIG defaults to :4096:8), so "
+              "torch.use_deterministic_algorithms(True, warn_only=False) (CUBLAS_WORKSPACE_CONFIG defaults to :4096:8), so "
               "one seed gives the same adapters run to run. Without it PyTorch's SDPA backward in float32 is "
               "not reproducible: 8 LoRA steps on SmolLM2-135M's shapes left 417,314 of 488,448 adapter weights "
               "different between two identical runs on the H200, while three warm starts of "
               "configs/h200-frontier.yaml gave level-0 success 82, 87 and 91 % (results/h200-sft-determinism-"
-              "2026-12-03). No effect on the CPU (already deterministic) or on the forward values (the engine's).")
+              "2026-12-03). warn_only=False is needed: with warn_only=True the memory-efficient SDPA backward only "
+              "warns and stays non-deterministic; an op with no deterministic kernel raises RuntimeError. No effect on the CPU (already deterministic) or on the forward values (the engine's).")
 
 
     def __post_init__(self) -> None:

@@ -302,11 +302,18 @@ class Learner:
     # -- updates -----------------------------------------------------------------------------
     @contextlib.contextmanager
     def deterministic(self):
-        """Run the enclosed gradient graph and backward under ``torch.use_deterministic_algorithms``
-        (``warn_only=True``: an op without a deterministic kernel warns instead of stopping a run)
-        when the learner is on CUDA and ``optim.deterministic_backward`` is set; the previous
-        setting is restored on exit, so the engine's own kernels (vLLM in this process) never run
-        under it. A no-op on the CPU, whose kernels are already run-to-run deterministic.
+        """Run the enclosed gradient graph and backward under
+        ``torch.use_deterministic_algorithms(True, warn_only=False)`` when the learner is on CUDA and
+        ``optim.deterministic_backward`` is set; the previous setting is restored on exit, so the
+        engine's own kernels (vLLM in this process) never run under it. A no-op on the CPU, whose
+        kernels are already run-to-run deterministic.
+
+        ``warn_only=False`` is what makes PyTorch *choose* the deterministic variant of a kernel
+        that has one: the float32 SDPA backward (the memory-efficient kernel) then reduces over
+        key blocks in one split. With ``warn_only=True`` that kernel only warns ("Memory Efficient
+        attention defaults to a non-deterministic algorithm") and stays non-deterministic. An op
+        with no deterministic kernel raises ``RuntimeError`` at the first update that uses it;
+        set ``optim.deterministic_backward: false`` to trade reproducibility for running it.
 
         Measured on the H200 (``scripts/gpu/sft_determinism.py``): 8 AdamW steps of LoRA on
         SmolLM2-135M's shapes in float32, twice from one state: SDPA left 417,314 of 488,448 adapter
@@ -316,7 +323,7 @@ class Learner:
             yield
             return
         before, before_warn = torch.are_deterministic_algorithms_enabled(), torch.is_deterministic_algorithms_warn_only_enabled()
-        torch.use_deterministic_algorithms(True, warn_only=True)
+        torch.use_deterministic_algorithms(True, warn_only=False)
         try:
             yield
         finally:

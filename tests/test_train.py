@@ -500,7 +500,8 @@ def test_each_role_adapter_gets_its_optimizer_at_its_own_learning_rate(tmp_path)
 
 def test_gradient_graphs_run_under_deterministic_algorithms_on_cuda_only(tmp_path, monkeypatch):
     """optim.deterministic_backward: on CUDA the learner's graphs run under
-    torch.use_deterministic_algorithms(True, warn_only=True) and the previous setting comes back on
+    torch.use_deterministic_algorithms(True, warn_only=False) — warn_only=True would leave the
+    memory-efficient SDPA backward non-deterministic — and the previous setting comes back on
     exit (the engine's kernels never run under it); on the CPU, or switched off, nothing changes.
     (That the mode makes the H200's SDPA backward reproducible is measured by
     scripts/gpu/sft_determinism.py: results/h200-sft-determinism-2026-12-03.)"""
@@ -520,7 +521,7 @@ def test_gradient_graphs_run_under_deterministic_algorithms_on_cuda_only(tmp_pat
         assert state() == (False, False)  # CPU: a no-op
     learner.device = torch.device("cuda")  # the mode itself needs no GPU
     with learner.deterministic():
-        assert state() == (True, True)
+        assert state() == (True, False)
     assert state() == (False, False)
     with pytest.raises(RuntimeError, match="boom"), learner.deterministic():
         raise RuntimeError("boom")
