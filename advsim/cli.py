@@ -154,13 +154,17 @@ def bench_throughput(
     json_out: Optional[Path] = typer.Option(None, "--json", help="also write the numbers as JSON"),
     device: str = typer.Option("cpu", "--device", help=_DEVICE_HELP),
     backbone: str = typer.Option("smollm2-135m-instruct", "--backbone", help=_BACKBONE_HELP),
+    profile: bool = typer.Option(False, "--profile", help="cuda only: also the GPU time per kernel family of one "
+                                 "B = 256 generate per vLLM configuration (torch.profiler): where the contract's cost lies"),
 ) -> None:
     """Generated tokens/s of VLLMEngine and TorchEngine on the same executor prompts (cuda: vLLM with the
     contract, vLLM's default, transformers static cache + torch.compile; B = 64 and 256)."""
     _check_device(device)
     _check_backbone(device, backbone)
+    if profile and device != "cuda":
+        raise typer.BadParameter("only with --device cuda", param_hint="--profile")
     if device == "cuda":
-        _cuda_bench_done(json_out, _cuda_bench(("throughput",), backbone))
+        _cuda_bench_done(json_out, _cuda_bench(("throughput", "profile") if profile else ("throughput",), backbone))
         return
     from advsim.bench import throughput
 

@@ -180,6 +180,44 @@ def test_cuda_bench_failures_name_crashes_and_differing_contract_rows():
     assert failures(res) == []  # only the contract must be bit-identical
 
 
+def test_kernel_families_and_their_gpu_time_from_a_profile():
+    """``bench throughput --device cuda --profile``: kernels (names as the H200's profiler reports
+    them) fall into families by name, and each family's time is the sum of its launches (hand-computed)."""
+    from advsim.bench.cuda import kernel_family, summarise_kernels
+
+    names = {"nvjet_hsh_128x256_64x4_2x1_v_bz_coopA_NTN": "GEMM (cuBLAS)",
+             "sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64": "GEMM (cuBLAS)",
+             "matmul_kernel_persistent": "GEMM (Triton)",
+             "_lora_shrink_kernel": "LoRA", "_lora_expand_kernel": "LoRA",
+             "kernel_unified_attention_2d": "attention", "reduce_segments": "attention",
+             "void vllm::fused_add_rms_norm_kernel<c10::BFloat16, 8>(...)": "RMSNorm",
+             "triton_red_fused__to_copy_add_mean_mul_pow_rsqrt_0": "RMSNorm",
+             "_log_softmax_kernel": "softmax / log-softmax",
+             "void at::native::sbtopk::gatherTopK<float, unsigned int, 2, false>(...)": "sampling",
+             "triton_poi_fused_mul_silu_slice_0": "activation",
+             "void vllm::reshape_and_cache_flash_kernel<...>(...)": "KV-cache write",
+             "triton_poi_fused_add_0": "Inductor fused",
+             "Memcpy HtoD (Pinned -> Device)": "copy / elementwise",
+             "some_new_kernel": "other"}
+    assert {n: kernel_family(n) for n in names} == names
+    s = summarise_kernels([("_lora_shrink_kernel", 10.0), ("nvjet_a", 1000.0), ("_lora_shrink_kernel", 30.0),
+                           ("nvjet_b", 500.0), ("kernel_unified_attention_2d", 250.0)], top=2)
+    assert s["kernel_ms"] == 1.79 and s["launches"] == 5
+    assert s["families"] == {"GEMM (cuBLAS)": 1.5, "attention": 0.25, "LoRA": 0.04}
+    assert list(s["families"]) == ["GEMM (cuBLAS)", "attention", "LoRA"]  # descending
+    assert s["top"] == [{"name": "nvjet_a", "family": "GEMM (cuBLAS)", "launches": 1, "ms": 1.0},
+                        {"name": "nvjet_b", "family": "GEMM (cuBLAS)", "launches": 1, "ms": 0.5}]
+
+
+def test_bench_profile_is_cuda_only():
+    from typer.testing import CliRunner
+
+    from advsim.cli import app
+
+    res = CliRunner().invoke(app, ["bench", "throughput", "--profile"])
+    assert res.exit_code == 2 and "only with --device cuda" in res.output and "Traceback" not in res.output
+
+
 def test_cuda_bench_rows_report_each_row_as_it_finishes():
     """A crash mid-way keeps the rows measured before it (printed as a partial after each)."""
     from advsim.bench.cuda import _Rows

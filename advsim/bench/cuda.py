@@ -34,6 +34,10 @@ three seeded random LoRA role adapters (r = 8, A, B ~ N(0, 0.05²)) and, later, 
   ``B / ((W + B · c · kv) / BW)`` tokens/s, W = weight bytes, c = mean context during decode
   (512 + 64), kv = KV bytes per token (2 · layers · kv_heads · head_dim · 2), BW = 4.3 TB/s
   (H200, measured device-to-device copy; KINDS.md).
+* Profile (``advsim bench throughput --device cuda --profile``): per vLLM configuration, the GPU
+  time of one B = 256 generate (512-token prompts, 32 new tokens, executor adapter) per kernel
+  family — GEMM, LoRA, attention, RMSNorm, softmax, sampling, Inductor-fused… — side by side, to
+  show where the contract's cost lies (:func:`summarise_kernels`).
 
 Raises ``RuntimeError`` on a machine without CUDA (before anything starts).
 """
@@ -221,6 +225,84 @@ def _throughput_vllm(engine, vocab: int, batches=BATCHES, repeats: int = 2) -> d
     return out
 
 
+# (family, substrings of the kernel name, any of which puts a kernel there); the first match wins
+KERNEL_FAMILIES = (
+    ("LoRA", ("lora", "punica", "sgmv", "bgmv")),
+    ("KV-cache write", ("reshape_and_cache",)),
+    ("attention", ("attention", "attn", "flash", "reduce_segments", "fmha")),
+    ("RMSNorm", ("rms_norm", "rmsnorm", "rsqrt")),
+    ("softmax / log-softmax", ("softmax",)),
+    ("sampling", ("topk", "top_k", "sort", "multinomial", "argmax", "exponential", "random", "philox")),
+    ("GEMM (Triton)", ("matmul_kernel",)),
+    ("GEMM (cuBLAS)", ("gemm", "nvjet", "xmma", "cutlass", "sm90_", "s16816", "splitkreduce")),
+    ("rotary", ("rotary",)),
+    ("activation", ("act_and_mul", "silu", "gelu")),
+    ("Inductor fused", ("triton_poi", "triton_red", "triton_per")),
+    ("copy / elementwise", ("memcpy", "memset", "elementwise", "copy", "fill", "index", "gather", "scatter", "cat")),
+)
+
+
+def kernel_family(name: str) -> str:
+    """The family of a CUDA kernel by its name (:data:`KERNEL_FAMILIES`, case-insensitive, first
+    match wins), or ``"other"``. E.g. ``"nvjet_hsh_128x256_64x4_2x1_v_bz_coopA_NTN"`` → ``"GEMM (cuBLAS)"``,
+    ``"_lora_shrink_kernel"`` → ``"LoRA"``, ``"kernel_unified_attention_2d"`` → ``"attention"``."""
+    low = name.lower()
+    return next((fam for fam, keys in KERNEL_FAMILIES if any(k in low for k in keys)), "other")
+
+
+def summarise_kernels(kernels, top: int = 25) -> dict:
+    """GPU time per kernel family and the ``top`` kernels, from ``(name, microseconds)`` pairs
+    (one per kernel launch).
+
+    Returns:
+        ``{"kernel_ms": total, "launches": n, "families": {family: ms, …} (descending),
+        "top": [{"name", "family", "launches", "ms"}, …]}`` — times in milliseconds, rounded to 3 digits.
+    """
+    per: dict[str, list] = {}
+    for name, us in kernels:
+        row = per.setdefault(name, [0, 0.0])
+        row[0] += 1
+        row[1] += us
+    fams: dict[str, float] = {}
+    for name, (_, us) in per.items():
+        fams[kernel_family(name)] = fams.get(kernel_family(name), 0.0) + us
+    rows = sorted(per.items(), key=lambda kv: -kv[1][1])[:top]
+    return {"kernel_ms": round(sum(us for _, us in per.values()) / 1e3, 3),
+            "launches": sum(n for n, _ in per.values()),
+            "families": {f: round(us / 1e3, 3) for f, us in sorted(fams.items(), key=lambda kv: -kv[1])},
+            "top": [{"name": n[:160], "family": kernel_family(n), "launches": c, "ms": round(us / 1e3, 3)}
+                    for n, (c, us) in rows]}
+
+
+def _profile_vllm(engine, vocab: int, batch: int = 256, new_tokens: int = 32) -> dict:
+    """One ``generate`` of ``batch`` 512-token prompts × ``new_tokens`` tokens (executor adapter
+    on every request, after a warm-up call) under ``torch.profiler``: GPU time per kernel family
+    (:func:`summarise_kernels`) and the call's wall time. The engine runs in this process
+    (``VLLM_ENABLE_V1_MULTIPROCESSING=0``), so its kernels are recorded, including those replayed
+    from CUDA graphs where CUPTI reports them (compare ``kernel_ms`` with ``wall_ms``)."""
+    import torch
+    from torch.autograd import DeviceType
+    from torch.profiler import ProfilerActivity, profile
+    from vllm import SamplingParams
+    from vllm.inputs import TokensPrompt
+
+    lora = engine.lora_request("executor@0")
+    prompts = [TokensPrompt(prompt_token_ids=p) for p in _random_prompts(batch, (PROMPT_TOKENS,), seed=7, vocab=vocab)]
+    sp = [SamplingParams(max_tokens=new_tokens, ignore_eos=True, temperature=1.0, top_p=0.95, seed=i, logprobs=0)
+          for i in range(batch)]
+    gen = lambda: engine.llm.generate(prompts, sp, lora_request=[lora] * batch, use_tqdm=False)
+    gen()
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        t0 = time.perf_counter()
+        gen()
+        torch.cuda.synchronize()
+        wall = time.perf_counter() - t0
+    kernels = [(e.name, e.time_range.elapsed_us()) for e in prof.events() if e.device_type == DeviceType.CUDA]
+    return {"batch": batch, "prompt_tokens": PROMPT_TOKENS, "new_tokens": new_tokens, "wall_ms": round(wall * 1e3, 1),
+            **summarise_kernels(kernels)}
+
+
 def _throughput_transformers(batches=BATCHES, repeats: int = 2, backbone: str = DEFAULT_BACKBONE) -> dict:
     """transformers ``generate`` with a static cache and ``torch.compile`` of the decoding step,
     bf16, the executor adapter active through peft."""
@@ -343,6 +425,8 @@ def measure(label: str, parts: tuple[str, ...], backbone: str = DEFAULT_BACKBONE
     require_cuda()
     if label == "transformers":
         return {"throughput": _throughput_transformers(backbone=backbone)} if "throughput" in parts else {}
+    if label == "gradient" and "consistency" not in parts:
+        return {}
     if label == "gradient":
         return {"gradient": gradient_agreement()}
     from policies.adapters import ROLES, attach_role_adapters, lora_config, randomize_adapter, save_adapter
@@ -372,6 +456,9 @@ def measure(label: str, parts: tuple[str, ...], backbone: str = DEFAULT_BACKBONE
             out["throughput"] = _throughput_vllm(engine, vocab)
             out["throughput_seconds"] = round(time.perf_counter() - t0, 1)
             print(json.dumps({"partial": out}), flush=True)  # kept if a later part fails
+        if "profile" in parts:
+            out["profile"] = _profile_vllm(engine, vocab)
+            print(json.dumps({"partial": out}), flush=True)
         if "consistency" in parts:
             t0 = time.perf_counter()
             out["rows"], out["reference"] = _consistency_rows(
@@ -420,7 +507,8 @@ def run(parts: tuple[str, ...] = ("consistency", "throughput"), labels=None, par
     """Measure every configuration, print the tables, return everything (the ``--json`` content).
 
     Args:
-        parts: ``consistency`` and/or ``throughput``.
+        parts: ``consistency``, ``throughput`` and/or ``profile`` (GPU time per kernel family of one
+            B = 256 generate per vLLM configuration: where the contract's cost lies).
         labels: configurations to measure (default: every one of :data:`CONFIGS`, plus
             ``transformers`` for throughput and ``gradient`` for consistency).
         partial: where to write the results so far (atomically) after each configuration, so a
@@ -501,6 +589,20 @@ def run(parts: tuple[str, ...] = ("consistency", "throughput"), labels=None, par
         out["floor"] = floor
         for k, v in ratios.items():
             con.print(f"{k}: {v:.2f}")
+    prof = {lb: r["profile"] for lb, r in results.items() if r.get("profile")}
+    if prof:
+        fams = list(dict.fromkeys(f for p in prof.values() for f in p["families"]))
+        first = next(iter(prof.values()))
+        table = Table(title=f"GPU time per kernel family (ms), one generate of B = {first['batch']}, "
+                            f"{first['prompt_tokens']}-token prompts, {first['new_tokens']} new tokens, executor adapter")
+        table.add_column("family")
+        for lb in prof:
+            table.add_column(lb, justify="right")
+        for f in fams:
+            table.add_row(f, *(f"{p['families'].get(f, 0.0):,.1f}" for p in prof.values()))
+        table.add_row("all kernels", *(f"{p['kernel_ms']:,.1f}" for p in prof.values()))
+        table.add_row("wall", *(f"{p['wall_ms']:,.1f}" for p in prof.values()))
+        con.print(table)
     return out
 
 
@@ -511,7 +613,7 @@ if __name__ == "__main__":  # one configuration's measurement, as JSON on the la
         except Exception:
             traceback.print_exc()
             sys.exit(1)
-    else:  # python -m advsim.bench.cuda OUT.json [label,label,…] [timeout_s] [backbone]: the whole run, or some configs
+    else:  # python -m advsim.bench.cuda OUT.json [label,…|all] [timeout_s] [backbone] [part,…]: the whole run, or some
         from forms_bench.atomic import atomic_write_text
 
         os.environ.setdefault("PYTHONUNBUFFERED", "1")
@@ -519,5 +621,6 @@ if __name__ == "__main__":  # one configuration's measurement, as JSON on the la
         chosen = sys.argv[2].split(",") if len(sys.argv) > 2 and sys.argv[2] != "all" else None
         res = run(labels=chosen, partial=out_path.with_suffix(".partial.json"),
                   timeout=float(sys.argv[3]) if len(sys.argv) > 3 else 900,
-                  backbone=sys.argv[4] if len(sys.argv) > 4 else DEFAULT_BACKBONE)
+                  backbone=sys.argv[4] if len(sys.argv) > 4 else DEFAULT_BACKBONE,
+                  **({"parts": tuple(sys.argv[5].split(","))} if len(sys.argv) > 5 else {}))
         atomic_write_text(out_path, json.dumps(res, indent=1))

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # The H200 measurements of issue 15, in parts that fit one 10-minute device call each.
-#   bash scripts/gpu/measure.sh bench LABELS   # advsim.bench.cuda for some configurations -> $OUT/bench-<first label>.json
+#   bash scripts/gpu/measure.sh bench LABELS [TIMEOUT_S] [PER_CONFIG_S] [BACKBONE] [PARTS]
+#        # advsim.bench.cuda for some configurations -> $OUT/bench-<first label>.json; PARTS e.g.
+#        # throughput,profile (default consistency,throughput)
 #   bash scripts/gpu/measure.sh tests          # the gpu-marked tests
 #   bash scripts/gpu/measure.sh train CONFIG   # one resumable part of a training run -> $OUT/events.jsonl …
 #   bash scripts/gpu/measure.sh train-bg CONFIG [WAIT_S]  # the whole run in its own process session, then watch
@@ -9,7 +11,9 @@
 #        engine.gpu_memory_utilization <= 0.5), started 20 s apart if not running; waits for both (at most WAIT_S)
 #        and brings each one's watch files back as $OUT/<name>.tar.gz (the tool brings back 8 files a call)
 # train-bg starts `advsim demo --resume` with setsid, so it outlives the call while the machine stays
-# held (chain the watch calls); one engine start for the whole run. A run directory brought back
+# held; one engine start for the whole run. The machine is given back after 30 s idle between calls
+# (and the run with it): put the train-bg call and its watch calls in ONE batch of tool calls, so they
+# follow each other without a pause (twice on 2026-12-04 a run was lost after its warm start). A run directory brought back
 # earlier (FULL=1 watch: .gpu/run/run.tar.gz.part-*, carried) is unpacked first, so a run goes on on a fresh machine.
 # Each watch returns the metrics files, $OUT/run-files.tar.gz (the run directory without adapters,
 # checkpoints, trajectories, saved chunks and engine log: plots, config, proposals, demo.json),
@@ -21,9 +25,10 @@ set -o pipefail
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 case "$1" in
   bench)
-    [ -n "$2" ] || { echo "usage: measure.sh bench contract,default,… [timeout_s] [per_config_s] [backbone]"; exit 2; }
+    [ -n "$2" ] || { echo "usage: measure.sh bench contract,default,… [timeout_s] [per_config_s] [backbone] [parts]"; exit 2; }
     tag=${2%%,*}; tag=${tag//+/-}
-    timeout "${3:-540}" python3 -m advsim.bench.cuda "$OUT/bench-$tag.json" "$2" "${4:-300}" "${5:-smollm2-135m-instruct}" 2>&1 | tee "$OUT/bench-$tag.log" | grep -v "^INFO\|^(EngineCore\|^DEBUG"
+    timeout "${3:-540}" python3 -m advsim.bench.cuda "$OUT/bench-$tag.json" "$2" "${4:-300}" "${5:-smollm2-135m-instruct}" \
+      ${6:+"$6"} 2>&1 | tee "$OUT/bench-$tag.log" | grep -v "^INFO\|^(EngineCore\|^DEBUG"
     [ -f "$OUT/bench-$tag.json" ] || cp "$OUT/bench-$tag.partial.json" "$OUT/bench-$tag.json" 2>/dev/null; rm -f "$OUT/bench-$tag.partial.json" ;;
   tests)
     timeout "${2:-500}" python3 -m pytest -q -s -m gpu -p no:cacheprovider "${@:3}" 2>&1 | tee "$OUT/tests.log" | tail -60 ;;
