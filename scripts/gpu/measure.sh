@@ -15,11 +15,13 @@
 # (and the run with it): put the train-bg call and its watch calls in ONE batch of tool calls, so they
 # follow each other without a pause (twice on 2026-12-04 a run was lost after its warm start). A run directory brought back
 # earlier (FULL=1 watch: .gpu/run/run.tar.gz.part-*, carried) is unpacked first, so a run goes on on a fresh machine.
-# Each watch returns the metrics files, $OUT/run-files.tar.gz (the run directory without adapters,
-# checkpoints, trajectories, saved chunks and engine log: plots, config, proposals, demo.json),
-# trajectories.jsonl.gz, and with FULL=1 the whole run directory less saved chunks as run.tar.gz.part-*
-# (15 MB parts: the tool brings back 8 files, 16 MiB each, 64 MiB a call: the h200 run with its
-# adapters and optimizer states is ~90 MB, so FULL=1 needs two calls; what resumes it elsewhere)
+# Each watch returns console.log, summary.json and either (default) the metrics files,
+# $OUT/run-files.tar.gz (the run directory without adapters, checkpoints, trajectories, saved chunks
+# and engine log: plots, config, proposals, demo.json) and trajectories.jsonl.gz, or (FULL=1) the run
+# directory less saved chunks and all but the latest checkpoint's optimizer state, as run.tar.gz.part-*
+# (15 MB parts; the tool brings back 8 files, 16 MiB each, 64 MiB a call): what resumes the run on a
+# fresh machine (carry .gpu/run/ holding those parts; train-bg unpacks them). Unpack it here with
+# `cat run.tar.gz.part-* | tar -xzf -` to read every file.
 # Needs `source scripts/gpu/setup.sh install` first (same shell).
 set -o pipefail
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
@@ -72,13 +74,18 @@ case "$1" in
     pgrep -f "advsim demo --config $2" > /dev/null && echo "still running" || echo "finished"
     grep -v "^INFO\|^(EngineCore\|^DEBUG" "$RUN.console.log" | tail -40
     cp "$RUN.console.log" "$OUT/console.log"
-    for f in events.jsonl eval.json report.md; do [ -f "$RUN/$f" ] && cp "$RUN/$f" "$OUT/"; done
     [ -f "$RUN.json" ] && cp "$RUN.json" "$OUT/summary.json"
-    tar -czf "$OUT/run-files.tar.gz" -C /root/runs --exclude "$name/episodes" --exclude "$name/adapters" \
-      --exclude "$name/checkpoints" --exclude "$name/trajectories.jsonl" --exclude "$name/engine.log" "$name"
-    [ -f "$RUN/trajectories.jsonl" ] && gzip -c "$RUN/trajectories.jsonl" > "$OUT/trajectories.jsonl.gz"
-    if [ -n "$FULL" ]; then
-      tar -czf /tmp/run.tar.gz -C /root/runs --exclude "$name/episodes" "$name" && (cd "$OUT" && split -b 15M /tmp/run.tar.gz run.tar.gz.part-)
+    if [ -n "$FULL" ]; then  # what resumes it elsewhere: all but saved chunks and the older checkpoints' optimizer states
+      latest=$(cat "$RUN/checkpoints/LATEST" 2>/dev/null); ex=(--exclude "$name/episodes")
+      for d in "$RUN"/checkpoints/*/; do
+        [ -d "$d" ] && [ "$(basename "$d")" != "$latest" ] && ex+=(--exclude "$name/checkpoints/$(basename "$d")/optimizer.pt")
+      done
+      tar -czf /tmp/run.tar.gz -C /root/runs "${ex[@]}" "$name" && (cd "$OUT" && split -b 15M /tmp/run.tar.gz run.tar.gz.part-)
+    else
+      for f in events.jsonl eval.json report.md; do [ -f "$RUN/$f" ] && cp "$RUN/$f" "$OUT/"; done
+      tar -czf "$OUT/run-files.tar.gz" -C /root/runs --exclude "$name/episodes" --exclude "$name/adapters" \
+        --exclude "$name/checkpoints" --exclude "$name/trajectories.jsonl" --exclude "$name/engine.log" "$name"
+      [ -f "$RUN/trajectories.jsonl" ] && gzip -c "$RUN/trajectories.jsonl" > "$OUT/trajectories.jsonl.gz"
     fi
     ls -la "$OUT"; echo "saved chunks: $(ls "$RUN"/episodes 2>/dev/null | wc -l)" ;;
 esac
