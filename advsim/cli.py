@@ -12,6 +12,8 @@ from typing import Optional
 
 import typer
 
+from advsim.cli_output import json_option, write_json
+
 app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="advsim: co-evolve curriculum, adversary and executor LoRA adapters; benchmark and evaluate.")
 bench_app = typer.Typer(no_args_is_help=True, help="Benchmarks: forms, levels, ledger, judge, consistency, throughput.")
@@ -29,19 +31,14 @@ app.add_typer(suite_app, name="suite")
 
 
 def _write_json(path: Optional[Path], payload: dict) -> None:
-    if path is None:
-        return
-    from forms_bench.atomic import atomic_write_text
-
-    atomic_write_text(path, json.dumps(payload, indent=2, sort_keys=True))
-    typer.echo(f"wrote {path}")
+    write_json(path, payload)
 
 
 @bench_app.command("levels")
 def bench_levels(
     world: str = typer.Option("both", help="web | ledger | both"),
     n: int = typer.Option(30, help="generated tasks (cases) per level"),
-    json_out: Optional[Path] = typer.Option(None, "--json", help="also write the numbers as JSON"),
+    json_out: Optional[Path] = json_option("also write the numbers as JSON"),
 ) -> None:
     """What each difficulty level costs: page tokens, oracle actions and targets (web); reads,
     actions and reference steps (ledger)."""
@@ -59,7 +56,7 @@ def bench_forms(
     policy: str = typer.Option("oracle", help="policy to run: oracle"),
     world: str = typer.Option("sim", help="sim | browser | both"),
     tasks: str = typer.Option("all", help="'all', or a comma-separated list of task ids"),
-    json_out: Optional[Path] = typer.Option(None, "--json", help="also write the numbers as JSON"),
+    json_out: Optional[Path] = json_option("also write the numbers as JSON"),
 ) -> None:
     """Run a policy over the 150 test tasks; strict successes per stratum, speed, sim/browser mismatches."""
     from advsim.bench import forms
@@ -69,7 +66,7 @@ def bench_forms(
 
 @bench_app.command("ledger")
 def bench_ledger(
-    json_out: Optional[Path] = typer.Option(None, "--json", help="also write the numbers as JSON"),
+    json_out: Optional[Path] = json_option("also write the numbers as JSON"),
 ) -> None:
     """Scripted agents over all 656 evidence-ledger cases; ECS, P-M, D-M, BSR, PAR, CAS, Gap, Part."""
     from advsim.bench import ledger
@@ -83,7 +80,7 @@ def bench_judge(
     tasks: str = typer.Option("all", help="'all', 'sample:N' or task ids"),
     model: Optional[str] = typer.Option(None, help="judge backbone for --judge lm (local checkpoint or default)"),
     k: int = typer.Option(1, help="majority over k samples (lm judge)"),
-    json_out: Optional[Path] = typer.Option(None, "--json", help="also write the numbers as JSON"),
+    json_out: Optional[Path] = json_option("also write the numbers as JSON"),
 ) -> None:
     """Judge vs strict check on labelled trajectories (accuracy, Cohen's kappa) and the judge's flip rate."""
     from advsim.bench import judge as bench
@@ -134,7 +131,7 @@ def _check_backbone(device: str, backbone: str) -> None:
 
 @bench_app.command("consistency")
 def bench_consistency(
-    json_out: Optional[Path] = typer.Option(None, "--json", help="also write the numbers as JSON"),
+    json_out: Optional[Path] = json_option("also write the numbers as JSON"),
     device: str = typer.Option("cpu", "--device", help=_DEVICE_HELP),
     backbone: str = typer.Option("smollm2-135m-instruct", "--backbone", help=_BACKBONE_HELP),
 ) -> None:
@@ -151,7 +148,7 @@ def bench_consistency(
 
 @bench_app.command("throughput")
 def bench_throughput(
-    json_out: Optional[Path] = typer.Option(None, "--json", help="also write the numbers as JSON"),
+    json_out: Optional[Path] = json_option("also write the numbers as JSON"),
     device: str = typer.Option("cpu", "--device", help=_DEVICE_HELP),
     backbone: str = typer.Option("smollm2-135m-instruct", "--backbone", help=_BACKBONE_HELP),
     profile: bool = typer.Option(False, "--profile", help="cuda only: also the GPU time per kernel family of one "
@@ -174,7 +171,7 @@ def bench_throughput(
 @bench_app.command("parser")
 def bench_parser(
     repeats: int = typer.Option(5, min=1, help="runs per input size (the best counts)"),
-    json_out: Optional[Path] = typer.Option(None, "--json", help="also write the numbers as JSON"),
+    json_out: Optional[Path] = json_option("also write the numbers as JSON"),
 ) -> None:
     """Action-parser time on adversarial inputs of 25k-200k characters (linear growth check)."""
     from advsim.bench import parser
@@ -189,7 +186,7 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 def suite_check(
     world: str = typer.Argument(..., help="web | ledger"),
     cases: Optional[Path] = typer.Option(None, "--cases", help="ledger: a user's own case file instead of the frozen suite"),
-    json_out: Optional[Path] = typer.Option(None, "--json", help="also write the result as JSON"),
+    json_out: Optional[Path] = json_option("also write the result as JSON"),
 ) -> None:
     """Play every task's ground truth and negative controls through the suite protocol
     (advsim.suites.check_suite): exit 0 when every ground truth succeeds and every control fails
@@ -251,15 +248,16 @@ def train_cmd(
         from advsim.config import ConfigError, config_from_dict
 
         try:
-            cfg = config_from_dict({**cfg.to_dict(), "stages": [int(x) for x in stages.split(",") if x.strip()]})
+            cfg = config_from_dict({**cfg.to_dict(), "stages": [int(x) for x in stages.split(",")]})
         except (ConfigError, ValueError) as exc:
             typer.echo(f"error: --stages: {exc}", err=True)
             raise typer.Exit(2)
+    from advsim.run import RunFileError
     from advsim.train import RunExistsError, train
 
     try:
         run = train(cfg, run_dir or Path("runs") / cfg.name, resume=resume)
-    except RunExistsError as exc:
+    except (RunExistsError, RunFileError) as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2)
     typer.echo(f"run directory: {run.path}")
@@ -273,7 +271,7 @@ def eval_cmd(
     seeds: int = typer.Option(3, help="repeats per task in the simulated world (mean and spread)"),
     world: str = typer.Option("both", help="sim | both: the simulated columns, plus the real-browser ones "
                                             "(`browser` = both; the simulated columns are always computed)"),
-    json_out: Optional[Path] = typer.Option(None, "--json", help="also write the numbers as JSON"),
+    json_out: Optional[Path] = json_option("also write the numbers as JSON"),
     judge: str = typer.Option("strict", help="strict | lm (also ask the LM judge J and count its "
                                              "disagreements with the strict check)"),
     corpus: bool = typer.Option(True, "--corpus/--no-corpus", help="completion under the injection-style corpus"),
@@ -383,7 +381,7 @@ def demo_cmd(
     run_dir: Optional[Path] = typer.Option(None, "--run-dir", help="run directory (default runs/demo-<time>)"),
     full: bool = typer.Option(False, "--full", help="evaluate on all 150 test tasks"),
     resume: bool = typer.Option(False, "--resume", help="continue an interrupted demo run (needs --run-dir)"),
-    json_out: Optional[Path] = typer.Option(None, "--json", help="also write the headline numbers as JSON"),
+    json_out: Optional[Path] = json_option("also write the headline numbers as JSON"),
     config: Path = typer.Option(REPO_ROOT / "configs" / "demo.yaml", "--config",
                                 help="config to run (default: configs/demo.yaml, the embedded default on CPU; "
                                      "configs/h200-torch.yaml runs the same job larger on one GPU)"),
@@ -401,7 +399,15 @@ def demo_cmd(
     from advsim.run import RunDir
     from advsim.train import build_learner, train
 
+    from advsim.run import RunFileError
+    from advsim.train import RunExistsError, check_run_dir
+
     run_dir = run_dir or Path("runs") / time.strftime("demo-%Y%m%d-%H%M%S")
+    try:
+        check_run_dir(cfg, RunDir(run_dir), resume)
+    except (RunExistsError, RunFileError) as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2)
     log = _engine_log_to_file(Path(run_dir))
     typer.echo(f"run directory: {run_dir} (engine log: {log})")
     t0 = time.perf_counter()

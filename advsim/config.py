@@ -19,7 +19,9 @@ import yaml
 from pydantic import ConfigDict, Field, ValidationError
 from pydantic.dataclasses import dataclass
 
-_STRICT = ConfigDict(extra="forbid", strict=False, validate_assignment=True)
+# no inf/nan in float fields; booleans and huge integers in number fields: _check_numbers
+_STRICT = ConfigDict(extra="forbid", strict=False, allow_inf_nan=False, validate_assignment=True)
+_INT_MAX = 2**31 - 1
 
 
 def _f(default: Any, help: str, **kw):
@@ -161,7 +163,7 @@ class WarmStartConfig:
     adversary_examples: int = _f(20, "Templated injections the adversary is fine-tuned on.", ge=0)
     epochs: int = _f(2, "Passes over each role's demonstrations.", ge=1)
     learning_rate: float = _f(1e-3, "AdamW learning rate of the warm start.", gt=0)
-    seed: int = _f(11, "Seed of the training pool the demonstrations come from (never the test set).")
+    seed: int = _f(11, "Seed of the training pool the demonstrations come from (never the test set).", ge=0)
     micro_batch: int = _f(1, "Examples per optimizer step of the warm start (more steps for the same compute "
                              "when small).", ge=1)
     check_tasks: int = _f(20, "Held-out training tasks on which each warm-started role's output format is "
@@ -281,7 +283,7 @@ class TrainConfig:
 
     name: str = _f("run", "Run name (the run directory is runs/<name> unless given): letters, digits, '.', "
                    "'_' and '-', no path separators.", pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
-    seed: int = _f(0, "Global seed: every sample, shuffle and proposal derives from it.")
+    seed: int = _f(0, "Global seed: every sample, shuffle and proposal derives from it.", ge=0)
     stages: list[int] = _f([1, 2], "Stages to run: [1], [2] or [1, 2].")
     world: WorldConfig = _f(None, "The world (task suite) the run trains in.")
     model: ModelConfig = _f(None, "Backbone and role adapters (LoRA).")
@@ -419,6 +421,31 @@ def _check_moved(data: dict) -> None:
                             "threads; model keeps backbone and LoRA)")
 
 
+def _check_numbers(cls: type, data: Any, prefix: str) -> None:
+    """Before pydantic (whose lax mode reads ``true`` as 1): a boolean in an ``int`` or ``float``
+    field, or an integer beyond ``2**31 - 1`` in magnitude, is an error naming the field.
+    Recurses into nested config sections; leaves every other check to the dataclasses.
+
+    Raises:
+        ConfigError: the first offending field (``rollout.max_steps: …``).
+    """
+    import dataclasses
+    import typing
+
+    if not isinstance(data, dict) or not dataclasses.is_dataclass(cls):
+        return
+    hints = typing.get_type_hints(cls)
+    for key, value in data.items():
+        hint = hints.get(key)
+        where = f"{prefix}{key}"
+        if hint in (int, float) and isinstance(value, bool):
+            raise ConfigError(f"{where}: expected a number, got {str(value).lower()}")
+        if hint in (int, float) and isinstance(value, int) and abs(value) > _INT_MAX:
+            raise ConfigError(f"{where}: {value} is out of range (|value| <= {_INT_MAX})")
+        if isinstance(hint, type) and dataclasses.is_dataclass(hint):
+            _check_numbers(hint, value, f"{where}.")
+
+
 def config_from_dict(data: dict) -> TrainConfig:
     """Validate a config mapping.
 
@@ -430,6 +457,7 @@ def config_from_dict(data: dict) -> TrainConfig:
     if not isinstance(data, dict):
         raise ConfigError(f"config must be a mapping, got {type(data).__name__}")
     _check_moved(data)
+    _check_numbers(TrainConfig, data, "")
     try:
         return TrainConfig(**data)
     except ValidationError as exc:
@@ -461,6 +489,10 @@ def load_config(path: str | Path) -> TrainConfig:
         data = yaml.load(path.read_text(encoding="utf-8"), Loader=_UniqueKeyLoader) or {}
     except (OSError, yaml.YAMLError) as exc:
         raise ConfigError(f"{path}: {exc}") from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{path}: not UTF-8 text (byte {exc.start}: {exc.reason})") from None
+    except RecursionError:
+        raise ConfigError(f"{path}: YAML nested too deeply") from None
     if isinstance(data, dict):
         _check_moved(data)
         stages = data.get("stages", [1, 2])

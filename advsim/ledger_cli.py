@@ -24,6 +24,8 @@ from typing import Optional
 
 import typer
 
+from advsim.cli_output import json_option, write_json
+
 ledger_app = typer.Typer(no_args_is_help=True,
                          help="A user's own evidence-ledger cases: validate, self-check, judge a trajectory.")
 
@@ -67,10 +69,9 @@ def check_cmd(
     case: Optional[str] = typer.Option(None, "--case", help="only this case id (and the case --actions is played in)"),
     actions: Optional[Path] = typer.Option(None, "--actions",
                                            help="a trajectory to judge: one call per line, or a JSON array of calls"),
-    json_out: Optional[Path] = typer.Option(None, "--json", help="also write the results as JSON"),
+    json_out: Optional[Path] = json_option("also write the results as JSON"),
 ) -> None:
     """Validate a case file, run each case's reference solution and negative controls, and judge a trajectory."""
-    from forms_bench.atomic import atomic_write_text
     from worlds.ledger.own import check_case, judge_actions, load_cases, read_actions
     from worlds.ledger.validation import SuiteValidationError
 
@@ -113,9 +114,6 @@ def check_cmd(
         target = selected[0].id
         verdict = judge_actions(suite, target, calls)
         _print_verdict(verdict, actions.name)
-    if json_out is not None:
-        payload = {"file": str(cases), "cases": reports, "ok": not failures, "verdict": verdict}
-        atomic_write_text(json_out, json.dumps(payload, indent=2, sort_keys=True, default=str))
-        typer.echo(f"wrote {json_out}")
+    write_json(json_out, {"file": str(cases), "cases": reports, "ok": not failures, "verdict": verdict}, default=str)
     if failures:
         raise typer.Exit(1)

@@ -18,6 +18,8 @@ from typing import Optional
 
 import typer
 
+from advsim.cli_output import json_option, write_json
+
 page_app = typer.Typer(no_args_is_help=True,
                        help="A user's own web page: show it as an agent sees it, check a trajectory strictly.")
 
@@ -81,13 +83,12 @@ def page_check(
     spec: Path = typer.Option(..., "--spec", help="the spec: JSON or YAML (docs/own-pages.md)"),
     actions: Path = typer.Option(..., "--actions", help="the trajectory: one BrowserGym action per line"),
     max_steps: int = typer.Option(12, "--max-steps", min=1, help="actions per episode (as WebForms-v0)"),
-    json_out: Optional[Path] = typer.Option(None, "--json", help="also write the result as JSON"),
+    json_out: Optional[Path] = json_option("also write the result as JSON"),
 ) -> None:
     """Replay a trajectory on the page in Chromium and print the strict verdict with its reasons."""
     import logging
 
     from advsim.own_page import ActionsFileError, check_trajectory, read_actions
-    from forms_bench.atomic import atomic_write_text
     from forms_bench.page_spec import PageSpecError, load_spec
     from worlds.web.browser import BrowserWorldError
     from worlds.web.own_page import PageError
@@ -114,7 +115,5 @@ def page_check(
         typer.echo("verdict: failure")
         for r in result.verdict.reasons:
             typer.echo(f"  - {r}")
-    if json_out is not None:
-        atomic_write_text(json_out, json.dumps(result.to_dict(), indent=2, sort_keys=True, ensure_ascii=False))
-        typer.echo(f"wrote {json_out}")
+    write_json(json_out, result.to_dict(), ensure_ascii=False)
     raise typer.Exit(0 if result.verdict.success else 1)

@@ -39,6 +39,13 @@ from advsim.config import TrainConfig, dump_config
 from forms_bench.atomic import atomic_append_jsonl, atomic_write_bytes, atomic_write_json, atomic_write_text
 
 LOGS = ("events.jsonl", "proposals.jsonl", "trajectories.jsonl")
+# config fields that may change when a run resumes: where and how fast it runs, not what it computes
+RESUMABLE_CHANGES = ("name", "stages", "engine.threads", "engine.kv_cache_gib", "engine.gpu_memory_utilization")
+
+
+class RunFileError(ValueError):
+    """A file of a run directory cannot be read back (hand-edited, truncated or from elsewhere);
+    the message names the file and, for a log, the line."""
 
 
 class RunDir:
@@ -50,12 +57,47 @@ class RunDir:
 
     def __init__(self, path: str | Path):
         self.path = Path(path)
+        if self.path.exists() and not self.path.is_dir():
+            raise RunFileError(f"{self.path} is a file, not a run directory")
         self.path.mkdir(parents=True, exist_ok=True)
         (self.path / "checkpoints").mkdir(exist_ok=True)
 
     # -- config ------------------------------------------------------------------------------
     def write_config(self, cfg: TrainConfig) -> None:
         atomic_write_text(self.path / "config.yaml", dump_config(cfg))
+
+    def config_changes(self, cfg: TrainConfig) -> list[str]:
+        """How ``cfg`` differs from the config this run was started with (``config.yaml``), one
+        ``"optim.learning_rate: 0.01 -> 0.5"`` per field, leaving out :data:`RESUMABLE_CHANGES`;
+        ``[]`` when nothing else changed or no config was saved yet.
+
+        Raises:
+            RunFileError: the saved config cannot be read or validated.
+        """
+        import yaml
+
+        from advsim.config import ConfigError, config_from_dict
+
+        p = self.path / "config.yaml"
+        if not p.exists():
+            return []
+        try:
+            saved = config_from_dict(yaml.safe_load(p.read_text(encoding="utf-8"))).to_dict()
+        except (OSError, UnicodeDecodeError, yaml.YAMLError, ConfigError) as exc:
+            raise RunFileError(f"{p}: the run's saved config cannot be read: {exc}") from None
+
+        def flat(d: dict, prefix: str = "") -> dict:
+            out = {}
+            for k, v in d.items():
+                if isinstance(v, dict) and v and all(isinstance(x, str) for x in v):
+                    out.update(flat(v, f"{prefix}{k}."))
+                else:
+                    out[f"{prefix}{k}"] = v
+            return out
+
+        old, new = flat(saved), flat(cfg.to_dict())
+        return [f"{k}: {old.get(k)!r} -> {new.get(k)!r}" for k in sorted(set(old) | set(new))
+                if old.get(k) != new.get(k) and k not in RESUMABLE_CHANGES]
 
     # -- logs --------------------------------------------------------------------------------
     def log(self, name: str, rows: Iterable[dict[str, Any]]) -> None:
@@ -69,7 +111,16 @@ class RunDir:
         p = self.path / name
         if not p.exists():
             return []
-        return [json.loads(line) for line in p.read_text(encoding="utf-8").splitlines() if line.strip()]
+        rows = []
+        for i, line in enumerate(p.read_text(encoding="utf-8", errors="replace").splitlines(), start=1):
+            if not line.strip():
+                continue
+            try:
+                rows.append(json.loads(line))
+            except json.JSONDecodeError as exc:
+                raise RunFileError(f"{p}, line {i}: not a JSON row ({exc.msg}); the run's logs are written "
+                                   "atomically, so this file was changed by hand or copied in part") from None
+        return rows
 
     # -- checkpoints -------------------------------------------------------------------------
     def checkpoint_dir(self, name: str) -> Path:
@@ -107,8 +158,17 @@ class RunDir:
         p = self.path / "checkpoints" / "LATEST"
         if not p.exists():
             return None
-        name = p.read_text().strip()
-        return name, json.loads((self.checkpoint_dir(name) / "state.json").read_text())
+        name = p.read_text(encoding="utf-8", errors="replace").strip()
+        sp = self.checkpoint_dir(name) / "state.json"
+        try:
+            state = json.loads(sp.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise RunFileError(f"{sp}: checkpoint {name!r} (named in {p}) cannot be read: {exc}") from None
+        if not isinstance(state, dict) or not isinstance(state.get("completed", []), list) \
+                or not isinstance(state.get("versions", {}), dict):
+            raise RunFileError(f"{sp}: not a checkpoint state (a mapping with 'completed' a list and "
+                               "'versions' a mapping)")
+        return name, state
 
     def rollback_logs(self) -> None:
         """Drop log rows written after the last complete checkpoint (used on resume), and

@@ -25,7 +25,28 @@ from advsim.run import RunDir
 
 
 class RunExistsError(RuntimeError):
-    """The run directory already holds checkpoints and ``resume`` was not requested."""
+    """The run directory already holds checkpoints and ``resume`` was not requested, or it is
+    resumed with a config that changes what the run computes (``RunDir.config_changes``)."""
+
+
+def check_run_dir(cfg: TrainConfig, run: RunDir, resume: bool) -> None:
+    """What :func:`train` checks before any work: a run with checkpoints continues only with
+    ``resume`` and only under the config it was started with (up to
+    :data:`advsim.run.RESUMABLE_CHANGES`), so a resumed run equals an uninterrupted one.
+
+    Raises:
+        RunExistsError: either rule is broken (the message lists every changed field).
+        advsim.run.RunFileError: the run's checkpoint state or saved config cannot be read.
+    """
+    latest = run.latest()
+    if latest and not resume:
+        raise RunExistsError(f"{run.path} already has checkpoint {latest[0]!r}; pass --resume to continue it")
+    if latest:
+        changes = run.config_changes(cfg)
+        if changes:
+            raise RunExistsError(f"{run.path} was started with another config; resume it with its own "
+                                 f"({run.path / 'config.yaml'}) or start a new run directory. Changed: "
+                                 + "; ".join(changes))
 
 
 def phases(cfg: TrainConfig) -> list[str]:
@@ -91,13 +112,13 @@ def train(cfg: TrainConfig, run_dir: str | Path, resume: bool = False, console: 
         stop_after: stop once this phase's checkpoint is complete (tests of resume).
 
     Raises:
-        RunExistsError: checkpoints exist and ``resume`` is False.
+        RunExistsError: checkpoints exist and ``resume`` is False, or the config changed (:func:`check_run_dir`).
+        advsim.run.RunFileError: a file of the run directory cannot be read back.
     """
     console = console or Console()
     run = RunDir(run_dir)
+    check_run_dir(cfg, run, resume)
     latest = run.latest()
-    if latest and not resume:
-        raise RunExistsError(f"{run.path} already has checkpoint {latest[0]!r}; pass --resume to continue it")
     run.rollback_logs()
     run.write_config(cfg)
     learner = learner or build_learner(cfg, run)

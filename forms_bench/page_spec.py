@@ -226,6 +226,8 @@ def load_spec(path: str | Path) -> PageSpec:
             data = yaml.load(text, Loader=_UniqueKeyLoader.get())  # noqa: S506 - a SafeLoader subclass
         except yaml.YAMLError as e:
             raise PageSpecError(f"{path}: not valid YAML: {_yaml_problem(e)}") from None
+        except RecursionError:
+            raise PageSpecError(f"{path}: YAML nested too deeply") from None
     elif suffix == ".json":
         try:
             data = json.loads(text, object_pairs_hook=_no_duplicate_keys)
@@ -233,6 +235,8 @@ def load_spec(path: str | Path) -> PageSpec:
             raise PageSpecError(f"{path}: not valid JSON: {e.msg} (line {e.lineno}, column {e.colno})") from None
         except PageSpecError as e:
             raise PageSpecError(f"{path}: {e}") from None
+        except RecursionError:
+            raise PageSpecError(f"{path}: JSON nested too deeply") from None
     else:
         raise PageSpecError(f"{path}: a spec file ends in .json, .yaml or .yml")
     return spec_from_dict(data, str(path))

@@ -1,5 +1,6 @@
 """Malformed configs fail before any work, with a message naming the field (issue 11, item 11)."""
 
+import json
 from pathlib import Path
 
 import pytest
@@ -328,3 +329,54 @@ def test_role_learning_rates_replace_the_shared_rate_for_the_roles_named():
 
     with pytest.raises(ValueError, match="gpu_memory_utilization"):
         EngineConfig(gpu_memory_utilization=0.0)
+
+
+@pytest.mark.parametrize("text, message", [
+    ("optim: {learning_rate: .inf}", "optim.learning_rate: Input should be a finite number"),
+    ("rollout: {max_steps: 1000000000000000000000000000000}", "rollout.max_steps: 1000000000000000000000000000000 is out of range"),
+    ("rollout: {max_steps: true}", "rollout.max_steps: expected a number, got true"),
+    ("optim: {learning_rate: false}", "optim.learning_rate: expected a number, got false"),
+    ("seed: -5", "seed: Input should be greater than or equal to 0"),
+])
+def test_numbers_are_numbers_and_in_range(text, message):
+    """YAML's ``true`` is not 1, inf is not a learning rate, seeds are >= 0, an int fits 32 bits."""
+    with pytest.raises(ConfigError) as exc:
+        config_from_dict(yaml.safe_load(text))
+    assert message in str(exc.value)
+
+
+def test_unreadable_config_files_are_one_line_errors(tmp_path):
+    from advsim.config import load_config
+
+    (tmp_path / "b.yaml").write_bytes(b"\xff\xfe\x00garbage\x80")
+    with pytest.raises(ConfigError, match="not UTF-8 text"):
+        load_config(tmp_path / "b.yaml")
+    (tmp_path / "deep.yaml").write_text("[" * 100_000 + "]" * 100_000)
+    with pytest.raises(ConfigError, match="nested too deeply"):
+        load_config(tmp_path / "deep.yaml")
+
+
+def test_json_output_path_is_checked_before_the_work(tmp_path):
+    """``--json`` naming a folder, or a path under a file, is a usage error (exit 2) before anything runs."""
+    from typer.testing import CliRunner
+
+    from advsim.cli import app
+
+    (tmp_path / "file").write_text("x")
+    for bad, msg in [(tmp_path, "is a directory"), (tmp_path / "file" / "x.json", "is a file, not a folder")]:
+        res = CliRunner().invoke(app, ["suite", "check", "web", "--json", str(bad)])
+        text = " ".join(res.output.replace("│", " ").split())  # the rich error box wraps lines
+        assert res.exit_code == 2 and msg in text and "Traceback" not in text
+        assert "ground_truth" not in res.output  # nothing ran
+    res = CliRunner().invoke(app, ["suite", "check", "web", "--json", str(tmp_path / "new" / "out.json")])
+    assert res.exit_code == 0 and json.loads((tmp_path / "new" / "out.json").read_text())["ok"] is True
+
+
+def test_stages_option_rejects_empty_items(tmp_path):
+    from typer.testing import CliRunner
+
+    from advsim.cli import app
+
+    res = CliRunner().invoke(app, ["train", "--config", "configs/demo.yaml", "--stages", "1,,2",
+                                   "--run-dir", str(tmp_path / "r")])
+    assert res.exit_code == 2 and "--stages" in res.output

@@ -122,6 +122,8 @@ def test_every_part_may_be_empty_or_absent():
     ("s.yaml", "goal: x\ngoal: y\n", "not valid YAML: duplicate key 'goal' (line 2, column 1)"),
     ("s.yaml", "goal: [x\n", "not valid YAML: while parsing a flow sequence: expected ',' or ']', but got '<stream end>' (line 2, column 1)"),
     ("s.txt", "{}", "a spec file ends in .json, .yaml or .yml"),
+    ("s.json", "[" * 100_000 + "]" * 100_000, "JSON nested too deeply"),
+    ("s.yaml", "a: " + "[" * 100_000 + "]" * 100_000, "YAML nested too deeply"),
 ])
 def test_malformed_spec_is_a_clear_error(tmp_path, name, text, message):
     path = tmp_path / name

@@ -531,3 +531,49 @@ def test_gradient_graphs_run_under_deterministic_algorithms_on_cuda_only(tmp_pat
     off.device = torch.device("cuda")
     with off.deterministic():
         assert state() == (False, False)
+
+
+def test_resume_refuses_a_changed_config_and_names_every_change(tmp_path):
+    """A run with checkpoints resumes only under the config it was started with (so it equals an
+    uninterrupted run); where and how fast it runs (engine.threads, stages, name…) may change."""
+    from advsim.run import RunDir
+    from advsim.train import RunExistsError, check_run_dir
+
+    cfg = config_from_dict(TINY)
+    run = RunDir(tmp_path / "r")
+    check_run_dir(cfg, run, resume=False)  # a new run: nothing to check
+    run.write_config(cfg)
+    run.commit_checkpoint("warmstart", {"versions": {"executor": 0}})
+    with pytest.raises(RunExistsError, match="pass --resume"):
+        check_run_dir(cfg, run, resume=False)
+    check_run_dir(cfg, run, resume=True)  # the same config
+    d = cfg.to_dict()
+    same = config_from_dict({**d, "name": "other", "stages": [1],
+                             "engine": {**d["engine"], "threads": d["engine"]["threads"] + 1}})
+    check_run_dir(same, run, resume=True)
+    changed = config_from_dict({**d, "optim": {**d["optim"], "learning_rate": 0.5},
+                                "rollout": {**d["rollout"], "max_steps": 7}})
+    with pytest.raises(RunExistsError) as exc:
+        check_run_dir(changed, run, resume=True)
+    assert "optim.learning_rate: 0.01 -> 0.5" in str(exc.value) and "rollout.max_steps: 2 -> 7" in str(exc.value)
+    assert str(exc.value).count("->") == 2
+    assert "learning_rate: 0.01" in (run.path / "config.yaml").read_text()  # the saved config is untouched
+
+
+def test_damaged_run_files_are_named_not_tracebacks(tmp_path):
+    from advsim.run import RunDir, RunFileError
+
+    (tmp_path / "f").write_text("x")
+    with pytest.raises(RunFileError, match="is a file, not a run directory"):
+        RunDir(tmp_path / "f")
+    run = RunDir(tmp_path / "r")
+    (run.path / "events.jsonl").write_text('{"a": 1}\n{"b": "torn\n')
+    with pytest.raises(RunFileError, match=r"events.jsonl, line 2: not a JSON row"):
+        run.read("events.jsonl")
+    run.commit_checkpoint("warmstart", {"versions": {}})
+    (run.checkpoint_dir("warmstart") / "state.json").write_text('{"completed": 5}')
+    with pytest.raises(RunFileError, match="state.json: not a checkpoint state"):
+        run.latest()
+    (run.checkpoint_dir("warmstart") / "state.json").write_text("{")
+    with pytest.raises(RunFileError, match="checkpoint 'warmstart'.*cannot be read"):
+        run.latest()
