@@ -61,6 +61,11 @@ def bench_forms(
     """Run a policy over the 150 test tasks; strict successes per stratum, speed, sim/browser mismatches."""
     from advsim.bench import forms
 
+    try:
+        forms.check_args(policy, world, tasks)
+    except ValueError as exc:  # an unknown policy, world or task id
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2)
     _write_json(json_out, forms.run(policy=policy, world=world, tasks=tasks))
 
 

@@ -380,3 +380,15 @@ def test_stages_option_rejects_empty_items(tmp_path):
     res = CliRunner().invoke(app, ["train", "--config", "configs/demo.yaml", "--stages", "1,,2",
                                    "--run-dir", str(tmp_path / "r")])
     assert res.exit_code == 2 and "--stages" in res.output
+
+
+@pytest.mark.parametrize("args, message", [(["--policy", "random"], "error: unknown policy 'random'; available: oracle"),
+                                           (["--tasks", "nope"], "error: unknown task id(s): nope"),
+                                           (["--world", "moon"], "error: unknown world 'moon'")])
+def test_bench_forms_bad_arguments_are_usage_errors(args, message):
+    from typer.testing import CliRunner
+
+    from advsim.cli import app
+
+    res = CliRunner().invoke(app, ["bench", "forms", *args])
+    assert res.exit_code == 2 and message in res.output and "Traceback" not in res.output

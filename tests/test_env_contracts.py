@@ -233,3 +233,17 @@ def test_unicode_space_flat_and_shared_forms_are_lossless():
     ascii_only = Unicode(8, charset="ab ")
     assert ascii_only.contains("ab ba") and not ascii_only.contains("abc") and space.contains("名前")
     assert ascii_only != space and Unicode(8) == space
+
+
+@pytest.mark.parametrize("env_id, known", [("advsim/WebForms-v0", "task, task_id, injection"),
+                                           ("advsim/EvidenceLedger-v0", "case_id, task_id, task, injection")])
+def test_reset_options_must_be_a_dict_of_known_keys(env_id, known):
+    env = gym.make(env_id)
+    with pytest.raises(TypeError, match=r"reset\(options=…\) must be a dict or None, got str"):
+        env.reset(options="task_id")
+    with pytest.raises(ValueError, match=f"unknown reset option\\(s\\) 'taskid'; known: {known}"):
+        env.reset(options={"taskid": "x"})  # a typo would otherwise draw a random task
+    obs, info = env.reset(seed=0, options=None)  # None and {} still draw a seeded task
+    again, _ = env.reset(seed=0, options={})
+    assert obs == again
+    env.close()

@@ -66,6 +66,19 @@ def sim_steps_per_second(tasks: list[Task], repeats: int = 5) -> float:
     return statistics.median(rates)
 
 
+def check_args(policy: str, world: str, tasks: str) -> list:
+    """The tasks :func:`run` will play, after checking its arguments (nothing is started).
+
+    Raises:
+        ValueError: unknown policy, world or task id.
+    """
+    if policy != "oracle":
+        raise ValueError(f"unknown policy {policy!r}; available: oracle")
+    if world not in ("sim", "browser", "both"):
+        raise ValueError(f"unknown world {world!r}; expected sim, browser or both")
+    return _select(tasks)
+
+
 def run(policy: str = "oracle", world: str = "sim", tasks: str = "all", console: Console | None = None) -> dict[str, Any]:
     """Run the benchmark; print the table; return the numbers.
 
@@ -77,12 +90,8 @@ def run(policy: str = "oracle", world: str = "sim", tasks: str = "all", console:
     Raises:
         ValueError: unknown policy, world or task id.
     """
-    if policy != "oracle":
-        raise ValueError(f"unknown policy {policy!r}; available: oracle")
-    if world not in ("sim", "browser", "both"):
-        raise ValueError(f"unknown world {world!r}; expected sim, browser or both")
+    selected = check_args(policy, world, tasks)
     console = console or Console()
-    selected = _select(tasks)
     worlds: dict[str, Any] = {}
     if world in ("sim", "both"):
         worlds["sim"] = SimWebWorld()

@@ -53,3 +53,24 @@ def integer(name: str, value: Any) -> int:
     if isinstance(value, bool) or not isinstance(value, numbers.Integral):
         raise TypeError(f"{name} must be an int, got {type(value).__name__} {value!r}")
     return int(value)
+
+
+def reset_options(options: Any, known: tuple[str, ...]) -> dict:
+    """``reset(options=…)`` checked: ``None`` or a mapping whose keys are all in ``known``.
+
+    Returns:
+        the options as a dict (``{}`` for ``None``).
+
+    Raises:
+        TypeError: ``options`` is not a mapping.
+        ValueError: an unknown key (a typo such as ``taskid`` would otherwise be ignored and a
+            random task drawn); the message lists the known keys.
+    """
+    if options is None:
+        return {}
+    if not isinstance(options, dict):
+        raise TypeError(f"reset(options=…) must be a dict or None, got {type(options).__name__}")
+    unknown = sorted(str(k) for k in options if k not in known)
+    if unknown:
+        raise ValueError(f"unknown reset option(s) {', '.join(map(repr, unknown))}; known: {', '.join(known)}")
+    return dict(options)

@@ -13,7 +13,7 @@ from typing import Any, Optional, Union
 import gymnasium as gym
 from gymnasium import spaces
 
-from advsim.envs.checks import not_running, positive_int
+from advsim.envs.checks import not_running, positive_int, reset_options
 from advsim.envs.spaces import Unicode
 from forms_bench.actions import MAX_CALL_CHARS
 from forms_bench.actions import ActionParseError, parse_call
@@ -183,9 +183,16 @@ class EvidenceLedgerEnv(gym.Env):
 
     # ------------------------------------------------------------------ gym API
     def reset(self, *, seed: Optional[int] = None, options: Optional[dict] = None):
-        """Start an episode. ``options={"case_id": …}`` picks the case (KeyError if unknown)."""
+        """Start an episode. ``options``: ``case_id`` (or ``task_id``) picks a pool case (KeyError
+        if unknown), ``task`` a Case made outside the pool, ``injection`` an injection; otherwise
+        a case is drawn with the env's seeded RNG.
+
+        Raises:
+            TypeError: ``options`` is not a dict or ``task`` not a Case. ValueError: an unknown
+            option key, two different case ids, or a case using undeclared tools.
+        """
         super().reset(seed=seed)
-        options = options or {}
+        options = reset_options(options, ("case_id", "task_id", "task", "injection"))
         if options.get("case_id") is not None and options.get("task_id") is not None \
                 and options["case_id"] != options["task_id"]:
             raise ValueError(f"options name two cases: case_id {options['case_id']!r}, task_id {options['task_id']!r}")

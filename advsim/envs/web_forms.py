@@ -6,7 +6,7 @@ from typing import Any, Callable, Sequence
 
 import gymnasium as gym
 
-from advsim.envs.checks import integer, not_running, positive_int
+from advsim.envs.checks import integer, not_running, positive_int, reset_options
 from advsim.envs.spaces import Unicode
 from forms_bench import STRATA, Task, generate, load
 from forms_bench.actions import ActionParseError, parse_action
@@ -172,9 +172,14 @@ class WebFormsEnv(gym.Env):
     # -- Gymnasium API ---------------------------------------------------------------------
     def reset(self, *, seed: int | None = None, options: dict | None = None):
         """Start an episode. ``options``: ``task_id`` (str) or ``task`` (Task) picks the task
-        (else one is drawn with the env's seeded RNG); ``injection`` (Injection or dict)."""
+        (else one is drawn with the env's seeded RNG); ``injection`` (Injection or dict).
+
+        Raises:
+            TypeError: ``options`` is not a dict, or ``options['task']`` is not a Task.
+            ValueError: an unknown option key. KeyError: an unknown ``task_id``.
+        """
         super().reset(seed=seed)
-        options = options or {}
+        options = reset_options(options, ("task", "task_id", "injection"))
         if "task" in options:
             if not isinstance(options["task"], Task):
                 raise TypeError(f"options['task'] must be a forms_bench.Task, got {type(options['task']).__name__}")
