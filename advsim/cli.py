@@ -381,6 +381,27 @@ def demo_summary(run_dir: Path, results: dict, minutes: float) -> dict:
             "diff_max": max(diffs) if diffs else None}
 
 
+def headline_lines(summary: dict) -> list[str]:
+    """The demo's headline numbers (:func:`demo_summary`) as a few console lines: parse rates,
+    informative groups, R_C max, clean success per level at the first and last checkpoint (with n
+    and the 95 % interval), the adversary's flip rate against the null injection, and diff max."""
+    pct = lambda x: "–" if x is None else f"{100 * x:.1f} %"
+    out = ["parse rate after the warm start: " + ", ".join(f"{r} {pct(v)}" for r, v in summary["parse_rate"].items()),
+           f"informative executor groups (last stage-1 iteration): {pct(summary['informative_group_fraction'])}; "
+           f"R_C max {'–' if summary['curriculum_reward_max'] is None else round(summary['curriculum_reward_max'], 3)}"]
+    clean = [r for r in summary["levels"] if r["setting"] == "clean"]
+    for lv in sorted({r["level"] for r in clean}):
+        rows = [r for r in clean if r["level"] == lv]
+        first, last = rows[0], rows[-1]
+        out.append(f"level {lv} clean success: {first['checkpoint']} {pct(first['success'])} → {last['checkpoint']} "
+                   f"{pct(last['success'])} (n = {last['n']}, 95 % CI {pct(last['ci_low'])}–{pct(last['ci_high'])})")
+    if summary["flip_rate"] is not None:
+        out.append(f"stage 2 flip rate: learned adversary {pct(summary['flip_rate'])} (n = {summary['flip_n']}) vs "
+                   f"null injection {pct(summary['null_flip_rate'])} (n = {summary['null_flip_n']})")
+    out.append(f"max rollout/training log-prob diff over every update: {summary['diff_max']}")
+    return out
+
+
 @app.command("demo")
 def demo_cmd(
     run_dir: Optional[Path] = typer.Option(None, "--run-dir", help="run directory (default runs/demo-<time>)"),
@@ -433,6 +454,8 @@ def demo_cmd(
 
     atomic_write_text(run.path / "demo.json", json.dumps(summary, indent=2, sort_keys=True))
     typer.echo(f"training {t1 - t0:.0f} s, evaluation {time.perf_counter() - t1:.0f} s, total {minutes:.1f} min")
+    for line in headline_lines(summary):
+        typer.echo(line)
     typer.echo(f"report: {report}")
     _write_json(json_out, summary)
 

@@ -392,3 +392,17 @@ def test_bench_forms_bad_arguments_are_usage_errors(args, message):
 
     res = CliRunner().invoke(app, ["bench", "forms", *args])
     assert res.exit_code == 2 and message in res.output and "Traceback" not in res.output
+
+
+def test_demo_prints_its_headline_numbers():
+    """What ``advsim demo`` prints at the end (also in demo.json): the committed CPU demo's numbers."""
+    from advsim.cli import headline_lines
+
+    summary = json.loads(Path("results/demo-cpu-2026-12-02b/demo.json").read_text())
+    lines = headline_lines(summary)
+    assert lines[0] == "parse rate after the warm start: adversary 100.0 %, curriculum 100.0 %, executor 100.0 %"
+    assert lines[1] == "informative executor groups (last stage-1 iteration): 37.5 %; R_C max 0.458"
+    assert lines[2] == ("level 0 clean success: warmstart 50.0 % → robust-iter-1 50.0 % (n = 40, 95 % CI "
+                        "35.2 %–64.8 %)")
+    assert "stage 2 flip rate: learned adversary 16.7 % (n = 12) vs null injection 8.3 % (n = 12)" in lines
+    assert lines[-1] == "max rollout/training log-prob diff over every update: 0.0"
