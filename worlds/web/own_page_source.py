@@ -51,7 +51,8 @@ def page_source(page: str | Path) -> PageSource:
     ``http(s)://`` URL on 127.0.0.1 / localhost / [::1].
 
     Raises:
-        PageError: the file does not exist, or the URL is not local.
+        PageError: the file does not exist, cannot be read or is binary (over 1 % and over 8 NUL bytes in its
+            first 8 KiB, without a UTF-16 byte-order mark), or the URL is not local.
     """
     text = str(page)
     if text.startswith(("http://", "https://")):
@@ -65,6 +66,13 @@ def page_source(page: str | Path) -> PageSource:
     path = Path(unquote(urlsplit(text).path)) if text.startswith("file://") else Path(text)
     if not path.is_file():
         raise PageError(f"{path}: no such HTML file")
+    try:
+        with path.open("rb") as fh:
+            head = fh.read(8192)
+    except OSError as e:
+        raise PageError(f"{path}: cannot read the file ({e.strerror or e})") from None
+    if head.count(b"\x00") > max(8, len(head) // 100) and not head.startswith((b"\xff\xfe", b"\xfe\xff")):  # no UTF-16 mark
+        raise PageError(f"{path}: a binary file, not an HTML page")
     return PageSource("file", path.name, path=path.resolve())
 
 
