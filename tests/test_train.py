@@ -570,6 +570,7 @@ def test_damaged_run_files_are_named_not_tracebacks(tmp_path):
     (run.path / "events.jsonl").write_text('{"a": 1}\n{"b": "torn\n')
     with pytest.raises(RunFileError, match=r"events.jsonl, line 2: not a JSON row"):
         run.read("events.jsonl")
+    (run.path / "events.jsonl").write_text('{"a": 1}\n')
     run.commit_checkpoint("warmstart", {"versions": {}})
     (run.checkpoint_dir("warmstart") / "state.json").write_text('{"completed": 5}')
     with pytest.raises(RunFileError, match="state.json: not a checkpoint state"):
