@@ -504,3 +504,22 @@ def test_binary_file_is_not_a_page(tmp_path):
         page_source(tmp_path / "x.html")
     (tmp_path / "ok.html").write_bytes(b"<html><body>a\x00b<input></body></html>")
     assert page_source(tmp_path / "ok.html").kind == "file"
+
+
+def test_pages_too_large_to_observe_are_refused_at_once(tmp_path):
+    """Over 20,000 elements or nesting over 512 deep: refused before Chromium starts (it used to
+    fail after ~100 s and four browser restarts); 512 deep and 20,000 elements still open."""
+    from worlds.web.own_page import PageError
+    from worlds.web.own_page_source import check_page_shape, page_source
+
+    wide = "<html><body><form>" + "<input>" * 20_000 + "</form></body></html>"  # + html, body, form
+    (tmp_path / "wide.html").write_text(wide)  # 20,003 elements
+    with pytest.raises(PageError, match="over 20,000 elements"):
+        page_source(tmp_path / "wide.html")
+    (tmp_path / "ok.html").write_text("<html><body><form>" + "<input>" * 19_997 + "</form></body></html>")
+    check_page_shape(tmp_path / "ok.html")  # html, body, form and 19,997 inputs: exactly 20,000
+    (tmp_path / "deep.html").write_text("<html><body>" + "<div>" * 600 + "x" + "</div>" * 600 + "</body></html>")
+    with pytest.raises(PageError, match="nested over 512 deep"):
+        page_source(tmp_path / "deep.html")
+    (tmp_path / "ok-deep.html").write_text("<html><body>" + "<div>" * 510 + "x" + "</div>" * 510 + "</body></html>")
+    check_page_shape(tmp_path / "ok-deep.html")  # html > body > 510 divs: exactly 512 deep

@@ -51,8 +51,9 @@ def page_source(page: str | Path) -> PageSource:
     ``http(s)://`` URL on 127.0.0.1 / localhost / [::1].
 
     Raises:
-        PageError: the file does not exist, cannot be read or is binary (over 1 % and over 8 NUL bytes in its
-            first 8 KiB, without a UTF-16 byte-order mark), or the URL is not local.
+        PageError: the file does not exist, cannot be read, is binary (over 1 % and over 8 NUL bytes in
+            its first 8 KiB, without a UTF-16 byte-order mark) or too large to observe
+            (:func:`check_page_shape`), or the URL is not local.
     """
     text = str(page)
     if text.startswith(("http://", "https://")):
@@ -73,7 +74,46 @@ def page_source(page: str | Path) -> PageSource:
         raise PageError(f"{path}: cannot read the file ({e.strerror or e})") from None
     if head.count(b"\x00") > max(8, len(head) // 100) and not head.startswith((b"\xff\xfe", b"\xfe\xff")):  # no UTF-16 mark
         raise PageError(f"{path}: a binary file, not an HTML page")
+    check_page_shape(path)
     return PageSource("file", path.name, path=path.resolve())
+
+
+MAX_PAGE_ELEMENTS = 20_000
+"""Most elements an HTML file may have: Chromium's accessibility tree of a page with 20,000
+labelled inputs (~40,000 elements) did not come back within the browser world's restarts (~100 s
+each try); 4,000 fields took 20 s."""
+MAX_PAGE_DEPTH = 512
+"""Deepest element nesting: Chromium's HTML parser stops nesting at 512 levels and a page of
+100,000 nested ``<div>`` hung its accessibility tree."""
+
+
+def check_page_shape(path: Path) -> None:
+    """Refuse an HTML file the browser world cannot observe, in linear time and before Chromium
+    starts: more than :data:`MAX_PAGE_ELEMENTS` elements or nesting deeper than
+    :data:`MAX_PAGE_DEPTH` (as parsed by lxml; scripts that build the page later are not counted).
+
+    Raises:
+        PageError: naming the count or depth found.
+    """
+    from lxml import etree
+    from lxml import html as lhtml
+
+    try:
+        root = lhtml.parse(str(path), parser=lhtml.HTMLParser(huge_tree=True)).getroot()
+    except (etree.ParserError, etree.XMLSyntaxError, OSError, ValueError):
+        return  # an empty or unparsable file: Chromium shows what it can, as for any page
+    if root is None:
+        return
+    n, stack = 0, [(root, 1)]
+    while stack:
+        el, depth = stack.pop()
+        n += 1
+        if n > MAX_PAGE_ELEMENTS:
+            raise PageError(f"{path}: over {MAX_PAGE_ELEMENTS:,} elements; the browser world observes pages "
+                            "up to that size (split the form, or serve a smaller page)")
+        if depth > MAX_PAGE_DEPTH:
+            raise PageError(f"{path}: elements nested over {MAX_PAGE_DEPTH} deep; Chromium stops nesting there")
+        stack.extend((c, depth + 1) for c in el)
 
 
 def _check_url(url: str, timeout_s: float = 10.0) -> None:
