@@ -30,10 +30,6 @@ suite_app = typer.Typer(no_args_is_help=True, help="Task suites (advsim.suites):
 app.add_typer(suite_app, name="suite")
 
 
-def _write_json(path: Optional[Path], payload: dict) -> None:
-    write_json(path, payload)
-
-
 @bench_app.command("levels")
 def bench_levels(
     world: str = typer.Option("both", help="web | ledger | both"),
@@ -45,7 +41,7 @@ def bench_levels(
     from advsim.bench import levels
 
     try:
-        _write_json(json_out, levels.run(world=world, n=n))
+        write_json(json_out, levels.run(world=world, n=n))
     except ValueError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2)
@@ -66,7 +62,7 @@ def bench_forms(
     except ValueError as exc:  # an unknown policy, world or task id
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2)
-    _write_json(json_out, forms.run(policy=policy, world=world, tasks=tasks))
+    write_json(json_out, forms.run(policy=policy, world=world, tasks=tasks))
 
 
 @bench_app.command("ledger")
@@ -76,7 +72,7 @@ def bench_ledger(
     """Scripted agents over all 656 evidence-ledger cases; ECS, P-M, D-M, BSR, PAR, CAS, Gap, Part."""
     from advsim.bench import ledger
 
-    _write_json(json_out, ledger.run())
+    write_json(json_out, ledger.run())
 
 
 @bench_app.command("judge")
@@ -90,7 +86,7 @@ def bench_judge(
     """Judge vs strict check on labelled trajectories (accuracy, Cohen's kappa) and the judge's flip rate."""
     from advsim.bench import judge as bench
 
-    _write_json(json_out, bench.run(judge=judge, tasks=tasks, model=model, k=k))
+    write_json(json_out, bench.run(judge=judge, tasks=tasks, model=model, k=k))
 
 
 def _cuda_bench(parts: tuple[str, ...], backbone: str) -> dict:
@@ -107,7 +103,7 @@ def _cuda_bench_done(json_out: Optional[Path], res: dict) -> None:
     """Write the JSON; exit 1 when a configuration failed or a contract row differs."""
     from advsim.bench import cuda
 
-    _write_json(json_out, res)
+    write_json(json_out, res)
     bad = cuda.failures(res)
     if bad:
         typer.echo("FAILED: " + "; ".join(bad), err=True)
@@ -148,7 +144,7 @@ def bench_consistency(
         return
     from advsim.bench import consistency
 
-    _write_json(json_out, consistency.run())
+    write_json(json_out, consistency.run())
 
 
 @bench_app.command("throughput")
@@ -170,7 +166,7 @@ def bench_throughput(
         return
     from advsim.bench import throughput
 
-    _write_json(json_out, throughput.run())
+    write_json(json_out, throughput.run())
 
 
 @bench_app.command("parser")
@@ -181,7 +177,7 @@ def bench_parser(
     """Action-parser time on adversarial inputs of 25k-200k characters (linear growth check)."""
     from advsim.bench import parser
 
-    _write_json(json_out, parser.run(repeats=repeats))
+    write_json(json_out, parser.run(repeats=repeats))
 
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -215,7 +211,7 @@ def suite_check(
     for line in report.failures:
         typer.echo(f"FAIL {line}")
     typer.echo(f"{report.suite}: {'ok' if report.ok else 'FAILED'} ({report.seconds:.1f} s)")
-    _write_json(json_out, report.to_dict())
+    write_json(json_out, report.to_dict())
     if not report.ok:
         raise typer.Exit(1)
 
@@ -317,7 +313,7 @@ def eval_cmd(
         raise typer.Exit(2)
     report = write_report(run, results)
     typer.echo(f"report: {report}")
-    _write_json(json_out, results)
+    write_json(json_out, results)
 
 
 def _engine_log_to_file(run_dir: Path) -> Path:
@@ -422,11 +418,8 @@ def demo_cmd(
     cfg = _load(config)
     from advsim.evaluate import evaluate
     from advsim.report import write_report
-    from advsim.run import RunDir
-    from advsim.train import build_learner, train
-
-    from advsim.run import RunFileError
-    from advsim.train import RunExistsError, check_run_dir
+    from advsim.run import RunDir, RunFileError
+    from advsim.train import RunExistsError, build_learner, check_run_dir, train
 
     run_dir = run_dir or Path("runs") / time.strftime("demo-%Y%m%d-%H%M%S")
     try:
@@ -457,7 +450,7 @@ def demo_cmd(
     for line in headline_lines(summary):
         typer.echo(line)
     typer.echo(f"report: {report}")
-    _write_json(json_out, summary)
+    write_json(json_out, summary)
 
 
 def main() -> None:  # console-script entry point
