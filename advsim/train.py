@@ -144,6 +144,49 @@ def train(cfg: TrainConfig, run_dir: str | Path, resume: bool = False, console: 
     return run
 
 
+def _pct(x: float | None, digits: int = 1) -> str:
+    """A rate in [0, 1] as a percentage ("88.3 %"), or "–" where it is None (no denominator)."""
+    return "–" if x is None else f"{100 * x:.{digits}f} %"
+
+
+def stage1_summary(phase: str, row: dict) -> str:
+    """One console line for a stage-1 iteration's event row (``coevolution.stage1_iteration``):
+    per curriculum level the number of valid proposals, their mean p̂ and how many lie on the
+    frontier of R_C (0.1 < p̂ < 1, AdvSim2Real Eq. 2's ν), then R_C's maximum, the executor's success and informative-group
+    fraction and the update's max diff. The full lists stay in ``events.jsonl``.
+
+    >>> stage1_summary("capability-iter-1", {"levels": [0, 0, 2], "p_hat": [1.0, 0.5, 0.0],
+    ...     "curriculum_reward_max": 0.9, "executor_success": 0.5,
+    ...     "executor": {"informative_group_fraction": 0.25, "diff": {"max": 0.0}}})
+    'capability-iter-1: level 0: 2 tasks, mean p̂ 0.75, 1 at 0.1<p̂<1; level 2: 1 task, mean p̂ 0.00, 0 at 0.1<p̂<1; R_C max 0.900, executor success 50.0 %, informative groups 25.0 %, diff max 0.0'
+    """
+    by_level: dict = {}
+    for level, p in zip(row.get("levels", []), row.get("p_hat", [])):
+        by_level.setdefault(level, []).append(p)
+    parts = [f"level {lv}: {len(ps)} task{'s' if len(ps) != 1 else ''}, mean p̂ {sum(ps) / len(ps):.2f}, "
+             f"{sum(0.1 < p < 1 for p in ps)} at 0.1<p̂<1" for lv, ps in sorted(by_level.items())]
+    ex = row.get("executor", {})
+    return (f"{phase}: {'; '.join(parts) or 'no valid proposal'}; R_C max {row['curriculum_reward_max']:.3f}, "
+            f"executor success {_pct(row['executor_success'])}, informative groups "
+            f"{_pct(ex.get('informative_group_fraction'))}, diff max {ex.get('diff', {}).get('max')}")
+
+
+def stage2_summary(phase: str, row: dict) -> str:
+    """One console line for a stage-2 iteration's event row (``coevolution.stage2_iteration``):
+    the adversary's parse count, the flip rate against the null injection (each with its n), the
+    executor's attacked success and the update's max diff.
+
+    >>> stage2_summary("robust-iter-1", {"valid": 966, "proposals": 1024, "flip_rate": 0.007246, "flip_n": 7728,
+    ...     "null_flip_rate": 0.00414, "null_flip_n": 7728, "executor_attacked_success": 0.8828125,
+    ...     "executor": {"diff": {"max": 0.0}}})
+    'robust-iter-1: adversary parsed 966/1024, flip rate 0.72 % (n=7728) vs null 0.41 % (n=7728), attacked success 88.3 %, diff max 0.0'
+    """
+    return (f"{phase}: adversary parsed {row['valid']}/{row['proposals']}, flip rate {_pct(row['flip_rate'], 2)} "
+            f"(n={row['flip_n']}) vs null {_pct(row['null_flip_rate'], 2)} (n={row['null_flip_n']}), "
+            f"attacked success {_pct(row['executor_attacked_success'])}, "
+            f"diff max {row['executor'].get('diff', {}).get('max')}")
+
+
 def _phase(phase: str, cfg: TrainConfig, run: RunDir, learner, io: RoleIO, history: list, console: Console,
            suite) -> None:
     """Run one phase and commit its checkpoint (the body of :func:`train`'s loop, one progress
@@ -155,20 +198,11 @@ def _phase(phase: str, cfg: TrainConfig, run: RunDir, learner, io: RoleIO, histo
     elif phase.startswith("capability-iter-"):
         t = int(phase.rsplit("-", 1)[1])
         row = stage1_iteration(learner, io, run, t, suite)
-        console.log(f"{phase}: p̂ {row['p_hat']} at levels {row['levels']}, R_C max {row['curriculum_reward_max']:.3f}, "
-                    f"executor success {row['executor_success']}, informative groups "
-                    f"{row['executor'].get('informative_group_fraction')}, "
-                    f"diff max {row['executor'].get('diff', {}).get('max')}")
+        console.log(stage1_summary(phase, row))
     else:
         t = int(phase.rsplit("-", 1)[1])
         row = stage2_iteration(learner, io, run, t, history, suite)
-        if row.get("skipped"):
-            console.log(f"{phase}: {row['skipped']}")
-        else:
-            console.log(f"{phase}: adversary parsed {row['valid']}/{row['proposals']}, flip rate {row['flip_rate']} "
-                        f"(n={row['flip_n']}) vs null {row['null_flip_rate']} (n={row['null_flip_n']}), "
-                        f"attacked success {row['executor_attacked_success']}, "
-                        f"diff max {row['executor'].get('diff', {}).get('max')}")
+        console.log(f"{phase}: {row['skipped']}" if row.get("skipped") else stage2_summary(phase, row))
     state = {"versions": dict(learner.versions), "history": history, "seconds": time.perf_counter() - t0}
     also = [f"adv-v-{phase.rsplit('-', 1)[1]}"] if phase.startswith("robust-iter-") else []
     for name in [*also, phase]:

@@ -578,3 +578,27 @@ def test_damaged_run_files_are_named_not_tracebacks(tmp_path):
     (run.checkpoint_dir("warmstart") / "state.json").write_text("{")
     with pytest.raises(RunFileError, match="checkpoint 'warmstart'.*cannot be read"):
         run.latest()
+
+
+def test_iteration_console_lines_summarise_per_level_instead_of_listing_every_task():
+    from advsim.train import stage1_summary, stage2_summary
+
+    row = {"levels": [0, 0, 0, 1, 3], "p_hat": [1.0, 0.5, 0.125, 0.1, 0.0], "curriculum_reward_max": 0.94140625,
+           "executor_success": 0.4775390625,
+           "executor": {"informative_group_fraction": 0.515625, "diff": {"max": 0.0}}}
+    # level 0: mean (1 + 0.5 + 0.125) / 3 = 0.5417; 0.5 and 0.125 are on R_C's frontier, 1.0 is not;
+    # level 1: p̂ = 0.1 is not (ν = 0 at p̂ <= 0.1)
+    assert stage1_summary("capability-iter-1", row) == (
+        "capability-iter-1: level 0: 3 tasks, mean p̂ 0.54, 2 at 0.1<p̂<1; level 1: 1 task, mean p̂ 0.10, "
+        "0 at 0.1<p̂<1; level 3: 1 task, mean p̂ 0.00, 0 at 0.1<p̂<1; R_C max 0.941, executor success 47.8 %, "
+        "informative groups 51.6 %, diff max 0.0")
+    empty = {**row, "levels": [], "p_hat": [], "executor": {}}
+    assert stage1_summary("capability-iter-2", empty).startswith("capability-iter-2: no valid proposal; ")
+    assert "informative groups –, diff max None" in stage1_summary("capability-iter-2", empty)
+    row2 = {"valid": 966, "proposals": 1024, "flip_rate": 56 / 7728, "flip_n": 7728, "null_flip_rate": 32 / 7728,
+            "null_flip_n": 7728, "executor_attacked_success": 0.8828125, "executor": {"diff": {"max": 0.0}}}
+    assert stage2_summary("robust-iter-1", row2) == (
+        "robust-iter-1: adversary parsed 966/1024, flip rate 0.72 % (n=7728) vs null 0.41 % (n=7728), "
+        "attacked success 88.3 %, diff max 0.0")
+    none = {**row2, "flip_rate": None, "flip_n": 0, "null_flip_rate": None, "null_flip_n": 0}
+    assert "flip rate – (n=0) vs null – (n=0)" in stage2_summary("robust-iter-1", none)
