@@ -3,6 +3,8 @@
 Layout of ``runs/<id>/``::
 
     config.yaml               the full config (defaults filled in)
+    tokenizer.json            the backbone tokenizer's fingerprint (special-token ids, vocabulary
+                              digest): a run resumes only with the same tokenizer
     events.jsonl              one metrics row per update (rewards, advantages, p̂, KL, diff, …)
     proposals.jsonl           curriculum and adversary proposals with their rewards
     trajectories.jsonl        executor episodes (task, actions, verdict)
@@ -65,6 +67,32 @@ class RunDir:
     # -- config ------------------------------------------------------------------------------
     def write_config(self, cfg: TrainConfig) -> None:
         atomic_write_text(self.path / "config.yaml", dump_config(cfg))
+
+    def tokenizer_changes(self, fingerprint: dict[str, Any]) -> list[str]:
+        """Compare the backbone tokenizer's ``fingerprint``
+        (:func:`policies.backbone.tokenizer_fingerprint`) with the one this run recorded in
+        ``tokenizer.json``, one ``"eos_token_id: 1 -> 2"`` per differing field; record it when
+        none was recorded yet (a new run, or one started before this file existed) and return ``[]``.
+
+        A run's adapters learnt to end their turns with its tokenizer's end-of-sequence token and
+        its rollouts stop on it, so a run must not continue under another (transformers 5.17 and
+        5.19 converted the embedded GGUF with different ones before checkpoint format 2).
+
+        Raises:
+            RunFileError: the recorded fingerprint cannot be read.
+        """
+        p = self.path / "tokenizer.json"
+        if not p.exists():
+            atomic_write_text(p, json.dumps(fingerprint, indent=1, sort_keys=True) + "\n")
+            return []
+        try:
+            old = json.loads(p.read_text(encoding="utf-8"))
+            if not isinstance(old, dict):
+                raise ValueError("not a mapping")
+        except (OSError, UnicodeDecodeError, ValueError) as exc:
+            raise RunFileError(f"{p}: the run's tokenizer fingerprint cannot be read: {exc}") from None
+        return [f"{k}: {old.get(k)!r} -> {fingerprint.get(k)!r}" for k in sorted(set(old) | set(fingerprint))
+                if old.get(k) != fingerprint.get(k)]
 
     def config_changes(self, cfg: TrainConfig) -> list[str]:
         """How ``cfg`` differs from the config this run was started with (``config.yaml``), one

