@@ -10,19 +10,26 @@ curriculum@1 at several learning rates, and each result proposes on iteration 2'
 (i + 2) mod 5, the last 6 valid iteration-1 proposals as history, the run's sampling seeds, T = 0.7,
 top-p 0.95). Two reference rows: curriculum@1 on iteration 1's prompts (the H200 drew 109 / 36 /
 68 / 40 / 2 valid proposals at levels 0-4 there) and the H200's own updated curriculum@2 on
-iteration 2's prompts (the H200 drew 255 / 0 / 0 / 0 / 0).
+iteration 2's prompts (the H200 drew 255 / 0 / 0 / 0 / 0); and (base2) curriculum@1 without an
+update on iteration 2's prompts.
 
 CPU, float32, the torch engine (transformers on the learner's peft model; the H200 sampled in
 bf16 with vLLM), so counts agree in distribution, not token for token; the learner's loss and
 optimizer are the run's (advsim.learner.Learner.update; the rollout log-probs are not needed: the
 update's values come from the engine, and `consistency: measure` only logs the diff).
 
-    python results/curriculum-replay-cpu-2026-12-04/replay.py RUN_DIR N VARIANTS OUT.json
+The H200 run's tokenizer ended sequences with ``<|im_start|>`` (id 1; transformers 5.17's GGUF
+conversion, see README.md): with EOS=1 (the default) the replay uses that end-of-sequence token
+too — the SFT targets, the run's completions and the engine's stop — so the CPU computes what the
+H200 computed; EOS=2 uses this machine's ``<|im_end|>``, under which that run's adapters never stop.
+
+    EOS=1 python results/curriculum-replay-cpu-2026-12-04/replay.py RUN_DIR N VARIANTS OUT.json
     # RUN_DIR: the unpacked H200 run (config.yaml, adapters/, proposals.jsonl); N: proposals
-    # sampled per row (the first N prompts); VARIANTS: e.g. refs,0.0007,0.0001
+    # sampled per row (the first N prompts); VARIANTS: e.g. refs,base2,0.0007,0.0001
 """
 import collections
 import json
+import os
 import shutil
 import sys
 import tempfile
@@ -74,6 +81,8 @@ def learner_at(version_dirs: list[str], lr: float | None = None) -> Learner:
     """A learner whose adapter folder holds the H200 run's ``version_dirs`` (curriculum@1, …)."""
     root = Path(tempfile.mkdtemp(prefix="cur-replay-")) / "adapters"
     lrn = Learner(config(lr), root)
+    eos = int(os.environ.get("EOS", "1"))
+    lrn.tokenizer.eos_token = lrn.tokenizer.convert_ids_to_tokens(eos)  # the engine stops on it, encode_target appends it
     for v in version_dirs:
         shutil.copytree(run / "adapters" / v, root / v, dirs_exist_ok=True)
     return lrn
@@ -88,7 +97,7 @@ def levels(lrn: Learner, prompts, t: int) -> dict:
             "seconds": round(time.perf_counter() - t0, 1)}
 
 
-res: dict = {"n": n, "rows": {}}
+res: dict = {"n": n, "eos": int(os.environ.get("EOS", "1")), "rows": {}}
 lrn = learner_at(["curriculum@1", "curriculum@2"])
 io = role_io(lrn.tokenizer)
 hints = suite.curriculum_hints()
@@ -111,11 +120,15 @@ if "refs" in variants:
     lrn.restore({"curriculum": 2}, None)
     res["rows"]["H200 curriculum@2, iteration-2 prompts"] = levels(lrn, prompts2, 2)
     save()
+if "base2" in variants:  # no update: what the warm-started curriculum proposes on iteration 2's prompts
+    lrn.restore({"curriculum": 1}, None)
+    res["rows"]["H200 curriculum@1 (no update), iteration-2 prompts"] = levels(lrn, prompts2, 2)
+    save()
 lrn.close()
 r_c = [r["reward"] for r in batch]
 adv = group_normalize(r_c)
 for v in variants:
-    if v == "refs":
+    if v in ("refs", "base2"):
         continue
     lr = float(v)
     t0 = time.perf_counter()
