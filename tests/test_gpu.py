@@ -66,7 +66,9 @@ def test_tiny_pipeline_trains_and_evaluates_on_cuda(tmp_path):
 
 def test_real_backbone_scores_on_cuda_match_cpu():
     """The embedded backbone's per-token log-probs on the GPU (fp32, TF32 off) agree with the CPU's
-    to 1e-3 nats: the same model, not a broken device path. Skipped when the backbone is absent."""
+    to 1e-3 nats: the same model, not a broken device path; and the checkpoint converted on this
+    machine ends sequences with ``<|im_end|>`` as its GGUF says (this image's transformers 5.17 used
+    to give ``<|im_start|>``). Skipped when the backbone is absent."""
     from policies.backbone import load_backbone, resolve_backbone
     from policies.engines import TorchEngine
 
@@ -76,6 +78,8 @@ def test_real_backbone_scores_on_cuda_match_cpu():
         pytest.skip(str(exc))
     torch.backends.cuda.matmul.allow_tf32 = False
     model, tok, _ = load_backbone()
+    assert (tok.eos_token, tok.eos_token_id, tok.pad_token_id, model.generation_config.eos_token_id) == \
+        ("<|im_end|>", 2, 2, 2)
     seq = tok.encode("Fill the form: set Name to Ada Lovelace, then press Submit.")
     cpu = TorchEngine(model.eval(), tok).score([seq])[0]
     gpu = TorchEngine(model.to("cuda").eval(), tok).score([seq])[0]
