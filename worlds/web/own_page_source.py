@@ -87,21 +87,29 @@ MAX_PAGE_DEPTH = 512
 100,000 nested ``<div>`` hung its accessibility tree."""
 
 
-def check_page_shape(path: Path) -> None:
-    """Refuse an HTML file the browser world cannot observe, in linear time and before Chromium
+def check_page_shape(path: Path | bytes, name: str | None = None) -> None:
+    """Refuse a page the browser world cannot observe, in linear time and before Chromium
     starts: more than :data:`MAX_PAGE_ELEMENTS` elements or nesting deeper than
     :data:`MAX_PAGE_DEPTH` (as parsed by lxml; scripts that build the page later are not counted).
+
+    Args:
+        path: an HTML file, or a page's bytes (what a local URL served).
+        name: how messages name the page (default: the path).
 
     Raises:
         PageError: naming the count or depth found.
     """
+    import io
+
     from lxml import etree
     from lxml import html as lhtml
 
+    path_name = name or str(path)
     try:
-        root = lhtml.parse(str(path), parser=lhtml.HTMLParser(huge_tree=True)).getroot()
+        src = io.BytesIO(path) if isinstance(path, bytes) else str(path)
+        root = lhtml.parse(src, parser=lhtml.HTMLParser(huge_tree=True)).getroot()
     except (etree.ParserError, etree.XMLSyntaxError, OSError, ValueError):
-        return  # an empty or unparsable file: Chromium shows what it can, as for any page
+        return  # an empty or unparsable page: Chromium shows what it can, as for any page
     if root is None:
         return
     n, stack = 0, [(root, 1)]
@@ -109,21 +117,31 @@ def check_page_shape(path: Path) -> None:
         el, depth = stack.pop()
         n += 1
         if n > MAX_PAGE_ELEMENTS:
-            raise PageError(f"{path}: over {MAX_PAGE_ELEMENTS:,} elements; the browser world observes pages "
+            raise PageError(f"{path_name}: over {MAX_PAGE_ELEMENTS:,} elements; the browser world observes pages "
                             "up to that size (split the form, or serve a smaller page)")
         if depth > MAX_PAGE_DEPTH:
-            raise PageError(f"{path}: elements nested over {MAX_PAGE_DEPTH} deep; Chromium stops nesting there")
+            raise PageError(f"{path_name}: elements nested over {MAX_PAGE_DEPTH} deep; Chromium stops nesting there")
         stack.extend((c, depth + 1) for c in el)
 
 
+MAX_PAGE_BYTES = 64 * 2**20
+"""Most bytes a local URL may serve as its page (its shape is checked as an HTML file's is)."""
+
+
 def _check_url(url: str, timeout_s: float = 10.0) -> None:
-    """Raise :class:`PageError` unless ``url`` answers a GET with a status below 400."""
+    """Raise :class:`PageError` unless ``url`` answers a GET with a status below 400 and a page
+    the browser world can observe: at most :data:`MAX_PAGE_BYTES` bytes and the element count
+    and depth of :func:`check_page_shape` (the page as served, before its scripts run)."""
     opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
     try:
         with opener.open(urllib.request.Request(url, method="GET"), timeout=timeout_s) as resp:
-            resp.read(1)
+            body = resp.read(MAX_PAGE_BYTES + 1)
     except urllib.error.HTTPError as e:
         raise PageError(f"{url}: the server answered HTTP {e.code}") from None
     except (urllib.error.URLError, OSError) as e:
         reason = getattr(e, "reason", e)
         raise PageError(f"{url}: cannot load the page ({reason})") from None
+    if len(body) > MAX_PAGE_BYTES:
+        raise PageError(f"{url}: the page is over {MAX_PAGE_BYTES:,} bytes; the browser world observes pages "
+                        "up to that size")
+    check_page_shape(body, name=url)
