@@ -529,44 +529,31 @@ def test_local_urls_too_large_to_observe_are_refused_before_chromium(tmp_path):
     """A page served at a local URL gets the HTML file's shape check (it used to fail after ~100 s and
     four browser restarts): over 20,000 elements, nested over 512 deep, or over 64 MiB is refused by
     the URL check; a page of exactly 20,000 elements passes."""
-    import http.server
-    import threading
-
     from worlds.web import own_page_source
     from worlds.web.own_page import PageError
+    from worlds.web.own_page_server import LocalFileServer
     from worlds.web.own_page_source import _check_url
 
-    pages = {"/wide": "<html><body><form>" + "<input>" * 20_000 + "</form></body></html>",
-             "/ok": "<html><body><form>" + "<input>" * 19_997 + "</form></body></html>",
-             "/deep": "<html><body>" + "<div>" * 600 + "x" + "</div>" * 600 + "</body></html>"}
-
-    class Handler(http.server.BaseHTTPRequestHandler):
-        def do_GET(self):
-            body = pages[self.path].encode()
-            self.send_response(200)
-            self.send_header("Content-Type", "text/html")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, *args):
-            pass
-
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    base = f"http://127.0.0.1:{server.server_address[1]}"
+    pages = {"wide.html": "<html><body><form>" + "<input>" * 20_000 + "</form></body></html>",
+             "ok.html": "<html><body><form>" + "<input>" * 19_997 + "</form></body></html>",
+             "deep.html": "<html><body>" + "<div>" * 600 + "x" + "</div>" * 600 + "</body></html>",
+             "big.html": "<html><body>" + "x" * 2_000 + "</body></html>"}
+    for name, text in pages.items():
+        (tmp_path / name).write_text(text)
+    server = LocalFileServer(tmp_path).start()
+    url = {name: server.url(tmp_path / name) for name in pages}
     try:
-        with pytest.raises(PageError, match=f"^{base}/wide: over 20,000 elements"):
-            _check_url(f"{base}/wide")
+        with pytest.raises(PageError, match=f"^{url['wide.html']}: over 20,000 elements"):
+            _check_url(url["wide.html"])
         with pytest.raises(PageError, match="nested over 512 deep"):
-            _check_url(f"{base}/deep")
-        _check_url(f"{base}/ok")
-        pages["/big"] = "<html><body>" + "x" * 2_000 + "</body></html>"
+            _check_url(url["deep.html"])
+        _check_url(url["ok.html"])
+        _check_url(url["big.html"])  # 2,026 bytes: under the limit
         own_page_source.MAX_PAGE_BYTES, saved = 1_000, own_page_source.MAX_PAGE_BYTES
         try:
             with pytest.raises(PageError, match="the page is over 1,000 bytes"):
-                _check_url(f"{base}/big")
+                _check_url(url["big.html"])
         finally:
             own_page_source.MAX_PAGE_BYTES = saved
     finally:
-        server.shutdown()
+        server.stop()
