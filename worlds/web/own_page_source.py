@@ -94,7 +94,7 @@ def check_page_shape(path: Path | bytes, name: str | None = None) -> None:
 
     Args:
         path: an HTML file, or a page's bytes (what a local URL served).
-        name: how messages name the page (default: the path).
+        name: how messages name the page (default: the path; "the page" for bytes).
 
     Raises:
         PageError: naming the count or depth found.
@@ -104,7 +104,7 @@ def check_page_shape(path: Path | bytes, name: str | None = None) -> None:
     from lxml import etree
     from lxml import html as lhtml
 
-    path_name = name or str(path)
+    path_name = name or ("the page" if isinstance(path, bytes) else str(path))
     try:
         src = io.BytesIO(path) if isinstance(path, bytes) else str(path)
         root = lhtml.parse(src, parser=lhtml.HTMLParser(huge_tree=True)).getroot()
