@@ -6,14 +6,17 @@
 #   bash scripts/gpu/measure.sh tests          # the gpu-marked tests
 #   bash scripts/gpu/measure.sh train CONFIG   # one resumable part of a training run -> $OUT/events.jsonl …
 #   bash scripts/gpu/measure.sh train-bg CONFIG [WAIT_S]  # the whole run in its own process session, then watch
-#   bash scripts/gpu/measure.sh watch CONFIG [WAIT_S]     # wait for that run (at most WAIT_S), bring its files back
+#   bash scripts/gpu/measure.sh watch CONFIG [WAIT_S]     # wait for that run (at most WAIT_S), bring its files back;
+#        # UNTIL=robust-iter-1 returns as soon as that checkpoint is the latest (so a call can be sized in advance)
 #   bash scripts/gpu/measure.sh pair CONFIG_A CONFIG_B [WAIT_S]  # two runs side by side on one GPU (each config sets
 #        engine.gpu_memory_utilization <= 0.5), started 20 s apart if not running; waits for both (at most WAIT_S)
 #        and brings each one's watch files back as $OUT/<name>.tar.gz (the tool brings back 8 files a call)
 # train-bg starts `advsim demo --resume` with setsid, so it outlives the call while the machine stays
 # held; one engine start for the whole run. The machine is given back after 30 s idle between calls
 # (and the run with it): put the train-bg call and its watch calls in ONE batch of tool calls, so they
-# follow each other without a pause (twice on 2026-12-04 a run was lost after its warm start). A run directory brought back
+# follow each other without a pause (twice on 2026-12-04 a run was lost after its warm start, and a
+# third time there after two stage-1 iterations, when a third watch was sent 60 s after the second
+# returned: send every call of a session, staging included, in that one batch, sized in advance). A run directory brought back
 # earlier (FULL=1 watch: .gpu/run/run.tar.gz.part-*, carried) is unpacked first, so a run goes on on a fresh machine.
 # Each watch returns console.log, summary.json and either (default) the metrics files,
 # $OUT/run-files.tar.gz (the run directory without adapters, checkpoints, trajectories, saved chunks
@@ -70,7 +73,9 @@ case "$1" in
     ls -la "$OUT" ;;
   watch)
     name=$(basename "$2" .yaml); RUN=/root/runs/$name; t0=$(date +%s)
-    while pgrep -f "advsim demo --config $2" > /dev/null && [ $(( $(date +%s) - t0 )) -lt "${3:-540}" ]; do sleep 5; done
+    while pgrep -f "advsim demo --config $2" > /dev/null && [ $(( $(date +%s) - t0 )) -lt "${3:-540}" ] \
+          && { [ -z "$UNTIL" ] || [ "$(cat "$RUN/checkpoints/LATEST" 2>/dev/null)" != "$UNTIL" ]; }; do sleep 5; done
+    [ -n "$UNTIL" ] && echo "latest checkpoint: $(cat "$RUN/checkpoints/LATEST" 2>/dev/null || echo none)"
     pgrep -f "advsim demo --config $2" > /dev/null && echo "still running" || echo "finished"
     grep -v "^INFO\|^(EngineCore\|^DEBUG" "$RUN.console.log" | tail -40
     cp "$RUN.console.log" "$OUT/console.log"
