@@ -93,6 +93,12 @@ class EngineConfig:
         True, "vLLM on CUDA only: capture CUDA graphs and compile with torch.compile (vLLM's default). Part of "
               "the contract there: on the H200 the compiled batch-invariant engine gave diff = 0 in every row "
               "of `advsim bench consistency --device cuda`, the eager one did not. False runs eager.")
+    cublas_linear: bool = _f(
+        False, "vLLM on CUDA only (Hopper): run the linear layers and LM head through cuBLAS without split-K "
+               "instead of vLLM 0.22's batch-invariant Triton matmul (one 128x128 tile: few SMs busy in decode), "
+               "after the engine proves cuBLAS row-invariant for the model's weight shapes at start; falls back "
+               "to vLLM's kernel if not (policies.vllm_cuda_patches). Changes values (another kernel), so a run "
+               "cannot resume with it changed.")
 
     def __post_init__(self) -> None:
         from policies.engines import check_engine_settings

@@ -60,6 +60,18 @@ def test_contract_is_bit_identical_in_every_scenario():
     assert rows["rollout vs score, 256 co-resident"]["max_requests_per_step"] == 256
 
 
+def test_cublas_linear_contract_is_bit_identical_in_every_scenario():
+    """The contract with the linear layers and LM head on cuBLAS (``contract-cublas``,
+    policies.vllm_cuda_patches): the engine proved cuBLAS row-invariant for the model's shapes at
+    start and installed it, and every row of the contract's measurement is bit-identical."""
+    res = _measure("contract-cublas")
+    _show("contract-cublas", res["rows"])
+    assert res["linear_kernel"]["kernel"] == "cublas", res["linear_kernel"]
+    for name, r in res["rows"].items():
+        assert (r["n_equal"], r["max"], r["k3"]) == (r["n_tokens"], 0.0, 0.0), name
+        assert r.get("same_tokens", True), name
+
+
 def test_negative_control_vllm_default_differs():
     """vLLM's default configuration (batch-invariant mode off, CUDA graphs, prefix caching): the
     same measurement shows diff ≠ 0 somewhere, so the contract test above can fail."""

@@ -10,7 +10,8 @@ three seeded random LoRA role adapters (r = 8, A, B ~ N(0, 0.05²)) and, later, 
 * :data:`CONFIGS` ``contract`` — :class:`policies.engines.VLLMEngine` with ``consistent=True``
   (``VLLM_BATCH_INVARIANT=1``, Triton attention, CUDA graphs and ``torch.compile``);
   ``contract-eager`` (the same, eager) and ``contract-fa3`` (the same with FlashAttention 3):
-  one choice of the contract changed each; ``default`` — vLLM as a user runs it (CUDA graphs,
+  one choice of the contract changed each; ``contract-cublas`` (the same with the linear layers
+  and LM head on cuBLAS, :mod:`policies.vllm_cuda_patches`); ``default`` — vLLM as a user runs it (CUDA graphs,
   default attention backend, batch-invariant mode off): the **negative control**, which must
   differ. All keep vLLM's prefix caching on (the engine's default).
 * Consistency rows (each: compared tokens, bit-equal tokens, max/mean/std |Δℓ|, k3 KL, the
@@ -61,12 +62,15 @@ CONFIGS = {
     "contract": dict(consistent=True, cuda_graphs=True),
     "contract-eager": dict(consistent=True, cuda_graphs=False),
     "contract-fa3": dict(consistent=True, cuda_graphs=True, attention_backend="FLASH_ATTN"),
+    "contract-cublas": dict(consistent=True, cuda_graphs=True, cublas_linear=True),
     "default": dict(consistent=False, cuda_graphs=True),
 }
 """Label → VLLMEngine settings. ``contract``: batch-invariant mode, Triton attention, CUDA graphs +
 ``torch.compile`` (the engine's defaults with ``consistent=True``); ``contract-eager`` and
 ``contract-fa3`` change one of those choices each (they show whether it is needed; the contract
-does not rely on them); ``default`` is vLLM's own default configuration (the negative control)."""
+does not rely on them); ``contract-cublas`` is the contract with the linear layers and LM head on
+cuBLAS (:mod:`policies.vllm_cuda_patches`, proven row-invariant at start) instead of vLLM's Triton
+matmul; ``default`` is vLLM's own default configuration (the negative control)."""
 CORESIDENT = (1, 16, 64, 256)
 PREFILL_DECODE_LENGTHS = (1, 63, 64, 65, 1000, 2047)
 BATCHES = (64, 256)
@@ -446,6 +450,7 @@ def measure(label: str, parts: tuple[str, ...], backbone: str = DEFAULT_BACKBONE
         engine = VLLMEngine(path, max_model_len=4096, max_num_seqs=256, max_loras=4, kv_cache_gib=out["kv_cache_gib"],
                             device="cuda", dtype="bfloat16", seed=0, **CONFIGS[label])
         out["start_seconds"] = round(time.perf_counter() - t0, 1)
+        out["linear_kernel"] = {"kernel": engine.linear_kernel, "reason": engine.linear_kernel_reason}
         for r in ROLES:
             engine.add_adapter(f"{r}@0", root / f"{r}@0")
         vocab = model.config.vocab_size

@@ -187,8 +187,8 @@ class EngineSettings(Protocol):
     kv_cache_gib: int
     threads: int
     max_num_seqs: int
-    # optional: cuda_graphs (bool, vLLM on CUDA; read with getattr, default True) and
-    # gpu_memory_utilization (float, vLLM on CUDA; default 0.9)
+    # optional: cuda_graphs (bool, vLLM on CUDA; read with getattr, default True),
+    # gpu_memory_utilization (float, vLLM on CUDA; default 0.9) and cublas_linear (bool, vLLM on CUDA; default False)
 
 
 def make_engine(settings: EngineSettings, *, backbone: str | os.PathLike | None = None, model=None,
@@ -229,7 +229,8 @@ def make_engine(settings: EngineSettings, *, backbone: str | os.PathLike | None 
                           max_num_seqs=settings.max_num_seqs,
                           vllm_cache_root=cache_dir, device=settings.device, dtype=settings.dtype,
                           cuda_graphs=getattr(settings, "cuda_graphs", True),
-                          gpu_memory_utilization=getattr(settings, "gpu_memory_utilization", 0.9))
+                          gpu_memory_utilization=getattr(settings, "gpu_memory_utilization", 0.9),
+                          cublas_linear=getattr(settings, "cublas_linear", False))
     if model is None or tokenizer is None:
         raise ValueError("make_engine: engine.kind 'torch' runs on the trainer's model: pass model= and tokenizer=")
     import torch

@@ -38,9 +38,11 @@ def _set_batch_invariant(consistent: bool) -> None:
     """Fix vLLM's batch-invariant mode for this process before vLLM is imported (CUDA only).
 
     ``VLLM_BATCH_INVARIANT=1`` makes vLLM 0.22 replace its split-K and split-KV choices by
-    fixed-order kernels (``vllm.model_executor.layers.batch_invariant``: cuBLASLt with a 1-byte
-    workspace on Hopper, Triton log-softmax/mean/bmm, FlashAttention with ``num_splits=1``,
-    batch-invariant LoRA kernels, no cascade attention). vLLM reads it at import, so it cannot
+    fixed-order kernels (``vllm.model_executor.layers.batch_invariant``): the linear layers and LM
+    head on its Triton persistent matmul (one 128 × 128 × 64 tile; :mod:`policies.vllm_cuda_patches`
+    can put them on cuBLAS), cuBLASLt with a 1-byte workspace (no split-K) for other matmuls on
+    Hopper, Triton log-softmax/softmax/mean/bmm, FlashAttention with ``num_splits=1``,
+    batch-invariant LoRA kernels, no cascade attention. vLLM reads it at import, so it cannot
     change within a process.
 
     Raises:
@@ -88,6 +90,26 @@ def cuda_llm_settings(consistent: bool, cuda_graphs: bool = True, attention_back
     return out
 
 
+def _linear_kernel(path, consistent: bool, cublas_linear: bool) -> tuple[str, str]:
+    """Which kernel vLLM on CUDA runs the linear layers with, installing the cuBLAS patch when
+    asked (:mod:`policies.vllm_cuda_patches`); returns ``(kernel, reason)``."""
+    from policies import vllm_cuda_patches
+
+    if not consistent:
+        return "vllm default", "batch-invariant mode off"
+    if vllm_cuda_patches.installed():
+        if not cublas_linear:
+            log.warning("VLLMEngine(cublas_linear=False) in a process where the cuBLAS linear patch is "
+                        "already installed: it runs with cuBLAS anyway")
+        return "cublas", "installed earlier in this process"
+    if not cublas_linear:
+        return "triton", "vLLM's batch-invariant matmul (cublas_linear=False)"
+    from transformers import AutoConfig
+
+    ok, why = vllm_cuda_patches.install(vllm_cuda_patches.model_weight_shapes(AutoConfig.from_pretrained(path)))
+    return ("cublas" if ok else "triton"), why
+
+
 class VLLMEngine:
     """In-process vLLM engine with per-request LoRA adapters and bit-consistent log-probs.
 
@@ -126,6 +148,12 @@ class VLLMEngine:
             eager engines, 1/16 vs 16/16 bit-equal). Without ``consistent``: vLLM's own choice.
         gpu_memory_utilization: CUDA only: the share of the GPU's memory vLLM requires free at start
             (the KV cache is ``kv_cache_gib``); lower it to run two engines on one GPU.
+        cublas_linear: CUDA with ``consistent=True`` only: run the linear layers and the LM head
+            through cuBLAS (no split-K) instead of vLLM 0.22's batch-invariant Triton matmul, after
+            proving here that cuBLAS is row-invariant for this model's weight shapes
+            (:func:`policies.vllm_cuda_patches.install`; Hopper only). If the proof fails, vLLM's
+            kernel stays; ``linear_kernel`` (``"triton"`` / ``"cublas"``) and
+            ``linear_kernel_reason`` say which ran and why. Process-wide once installed.
 
     The batch-invariant mode is process-wide (vLLM reads it at import): every VLLMEngine of a
     process on CUDA must agree on ``consistent``; a second one that does not raises
@@ -149,7 +177,8 @@ class VLLMEngine:
                  max_num_batched_tokens: int | None = None, llm_kwargs: dict | None = None,
                  vllm_cache_root: str | os.PathLike | None = None, device: str = "cpu",
                  dtype: str = "float32", cuda_graphs: bool = True,
-                 attention_backend: str | None = None, gpu_memory_utilization: float = 0.9) -> None:
+                 attention_backend: str | None = None, gpu_memory_utilization: float = 0.9,
+                 cublas_linear: bool = False) -> None:
         from policies.backbone import cache_root, load_tokenizer, resolve_backbone
 
         check_engine_settings("vllm", device, dtype)
@@ -166,6 +195,10 @@ class VLLMEngine:
             # vLLM 0.22 imports flashinfer for its top-k/top-p sampler when this is on; requirements-gpu-vllm.txt
             # leaves flashinfer out (PyTorch's sampler is used, as vLLM does where flashinfer is absent)
             os.environ.setdefault("VLLM_USE_FLASHINFER_SAMPLER", "0")
+        self.linear_kernel = None  # CUDA: "triton" (vLLM's batch-invariant matmul), "cublas" or "vllm default"
+        self.linear_kernel_reason = ""
+        if device == "cuda":
+            self.linear_kernel, self.linear_kernel_reason = _linear_kernel(path, consistent, cublas_linear)
         else:
             os.environ["VLLM_CPU_KVCACHE_SPACE"] = str(kv_cache_gib)
             if consistent:

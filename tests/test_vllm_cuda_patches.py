@@ -1,0 +1,111 @@
+"""The cuBLAS linear patch for vLLM 0.22's batch-invariant mode (policies.vllm_cuda_patches):
+its row-invariance proof, the shapes it proves, and where it refuses — checked on the CPU. The
+patch itself runs on the GPU (tests/test_gpu_vllm.py::test_cublas_linear_contract…)."""
+
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+from policies import vllm_cuda_patches as vcp
+
+
+def _exact_rows(x, w):
+    """x Wᵀ one row at a time in float64, rounded to float32: no row sees another."""
+    return torch.stack([(r.double() @ w.double().T).float() for r in x])
+
+
+def _different_when_alone(x, w):
+    """Row-invariant for M ≥ 2, but a lone row is summed in float32 (another rounding): the
+    shape of the failure the CPU GEMM had at M = 1 (policies.vllm_cpu_patches, fix 2)."""
+    if x.shape[0] == 1:  # float32 products summed in float32
+        return (x[:, None, :] * w[None]).sum(-1)
+    return _exact_rows(x, w)
+
+
+def test_row_invariance_proof_accepts_an_invariant_linear_and_names_each_failing_m():
+    shapes = [(24, 40), (8, 16)]
+    assert vcp.row_invariance_failures(shapes, (1, 2, 3, 17, 64), linear=_exact_rows, device="cpu",
+                                       dtype=torch.float32) == []
+    fails = vcp.row_invariance_failures(shapes, (1, 2, 3, 17, 64), linear=_different_when_alone, device="cpu",
+                                        dtype=torch.float32)
+    # M = 1 differs from row 0 of the 64-row product, and the last row alone from row 63, per shape
+    assert fails == ["(24, 40) at M = 1: 1 of 1 rows differ from the same rows at M = 64",
+                     "(24, 40): the last row alone differs from it at M = 64",
+                     "(8, 16) at M = 1: 1 of 1 rows differ from the same rows at M = 64",
+                     "(8, 16): the last row alone differs from it at M = 64"]
+    with pytest.raises(ValueError, match="row_counts must be non-empty and >= 1"):
+        vcp.row_invariance_failures(shapes, (0, 4), linear=_exact_rows, device="cpu")
+
+
+def test_a_row_depending_on_its_neighbours_fails_at_every_smaller_m():
+    """A linear whose K-reduction order depends on M (split-K when M is small) fails at those M."""
+    def split_k_below_8(x, w):
+        if x.shape[0] < 8:  # two halves of K summed separately, then added: another rounding
+            k = x.shape[1] // 2
+            return _exact_rows(x[:, :k], w[:, :k]) + _exact_rows(x[:, k:], w[:, k:])
+        return _exact_rows(x, w)
+
+    fails = vcp.row_invariance_failures([(32, 64)], (1, 4, 7, 8, 9, 16), linear=split_k_below_8, device="cpu",
+                                        dtype=torch.float32)
+    assert [f.split(":")[0] for f in fails] == ["(32, 64) at M = 1", "(32, 64) at M = 4", "(32, 64) at M = 7",
+                                                "(32, 64)"]  # the last is the lone last row
+
+
+def test_weight_shapes_are_the_fused_llama_projections():
+    """SmolLM2-135M (576 hidden, 9 heads, 3 KV heads, 1536 MLP) and SmolLM2-1.7B (2048, 32, 32,
+    8192): QKV, output, gate-up, down, LM head (vocabulary padded to 64)."""
+    small = SimpleNamespace(hidden_size=576, num_attention_heads=9, num_key_value_heads=3, intermediate_size=1536,
+                            vocab_size=49152)
+    assert vcp.model_weight_shapes(small) == [(960, 576), (576, 576), (3072, 576), (576, 1536), (49152, 576)]
+    big = SimpleNamespace(hidden_size=2048, num_attention_heads=32, num_key_value_heads=32, intermediate_size=8192,
+                          vocab_size=49150, head_dim=64)
+    assert vcp.model_weight_shapes(big) == [(6144, 2048), (2048, 2048), (16384, 2048), (2048, 8192), (49152, 2048)]
+
+
+def test_install_refuses_an_unproven_vllm_and_patches_nothing():
+    """This machine has vllm-cpu 0.32: the patch is read against 0.22's layers, so it refuses."""
+    import vllm
+
+    ok, why = vcp.install([(8, 8)])
+    assert not ok and not vcp.installed()
+    assert why == f"vLLM {vllm.__version__}: the cuBLAS linear patch is proven on 0.22.x only"
+
+
+def test_engine_reports_which_kernel_runs_the_linear_layers(monkeypatch, tmp_path):
+    """VLLMEngine's choice (CPU-checkable part): without the contract vLLM's own kernels; without
+    cublas_linear vLLM's batch-invariant Triton matmul; with it, whatever install() proved."""
+    import json
+
+    from policies.engines.vllm_engine import _linear_kernel
+
+    (tmp_path / "config.json").write_text(json.dumps({
+        "model_type": "llama", "hidden_size": 64, "num_attention_heads": 4, "num_key_value_heads": 2,
+        "intermediate_size": 128, "vocab_size": 100, "num_hidden_layers": 1}))
+    assert _linear_kernel(tmp_path, False, True) == ("vllm default", "batch-invariant mode off")
+    assert _linear_kernel(tmp_path, True, False) == ("triton", "vLLM's batch-invariant matmul (cublas_linear=False)")
+    seen = []
+    monkeypatch.setattr(vcp, "install", lambda shapes: (seen.append(shapes), (False, "not row-invariant"))[1])
+    assert _linear_kernel(tmp_path, True, True) == ("triton", "not row-invariant")
+    assert seen == [[(128, 64), (64, 64), (256, 64), (64, 128), (128, 64)]]
+    monkeypatch.setattr(vcp, "install", lambda shapes: (True, "proven"))
+    assert _linear_kernel(tmp_path, True, True) == ("cublas", "proven")
+
+
+def test_config_and_make_engine_carry_cublas_linear(monkeypatch):
+    from advsim.config import EngineConfig
+    from policies.engines import base
+
+    assert EngineConfig().cublas_linear is False  # vLLM's kernel unless asked
+    got = {}
+
+    class Fake:
+        def __init__(self, model, **kw):
+            got.update(kw)
+
+    import policies.engines.vllm_engine as ve
+
+    monkeypatch.setattr(ve, "VLLMEngine", Fake)
+    monkeypatch.setattr(base, "check_engine_settings", lambda *a, **k: None)
+    base.make_engine(EngineConfig(kind="vllm", device="cpu", dtype="float32", cublas_linear=True), backbone="x")
+    assert got["cublas_linear"] is True
