@@ -35,10 +35,10 @@ log = logging.getLogger(__name__)
 PROVEN_VERSIONS = ("0.22.",)
 """vLLM versions whose ``linear.py`` / ``vocab_parallel_embedding.py`` this patch was read against."""
 
-ROW_COUNTS = (*range(1, 65), 96, 127, 128, 129, 192, 255, 256, 257, 384, 511, 512, 513, 1000, 1024, 2047,
-              2048, 4095, 4096, 8191, 8192)
-"""Row counts M checked by :func:`install`: every decode batch up to 64, the CUDA-graph sizes and
-their neighbours up to 256, and prefill sizes up to vLLM's default 8,192 batched tokens."""
+ROW_COUNTS = tuple(sorted({*range(1, 513), *(m + d for m in range(576, 8193, 64) for d in (-1, 0, 1) if m + d <= 8192)}))
+"""Row counts M checked by :func:`install`: every M up to 512 (every decode batch and CUDA-graph
+size of a 256-sequence engine), then every 64th up to vLLM's default 8,192 batched tokens with
+its neighbours (prefill steps)."""
 
 _STATE: dict = {"installed": False, "reason": "not tried"}
 
