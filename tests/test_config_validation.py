@@ -399,3 +399,21 @@ def test_demo_prints_its_headline_numbers():
                         "35.2 %–64.8 %)")
     assert "stage 2 flip rate: learned adversary 16.7 % (n = 12) vs null injection 8.3 % (n = 12)" in lines
     assert lines[-1] == "max rollout/training log-prob diff over every update: 0.0"
+
+
+def test_bench_forms_says_whether_each_target_is_met(monkeypatch):
+    """The speed line of ``advsim bench forms`` ends in 'met' or 'NOT met' (the rate is measured;
+    the word follows it: here 10,000 steps/s exactly is met, 9,999 is not)."""
+    import io
+
+    from rich.console import Console
+
+    import advsim.bench.forms as bf
+
+    for sps, word in ((10_000.0, "met)"), (9_999.0, "NOT met)")):
+        monkeypatch.setattr(bf, "sim_steps_per_second", lambda selected, v=sps: v)
+        buf = io.StringIO()
+        out = bf.run(policy="oracle", world="sim", tasks="sample:2", console=Console(file=buf, width=200))
+        line = next(x for x in buf.getvalue().splitlines() if x.startswith("simulated world"))
+        assert out["sim_steps_per_second"] == sps
+        assert line == f"simulated world: {sps:,.0f} steps/s on one core (target >= 10,000: {word}"

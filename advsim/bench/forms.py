@@ -145,17 +145,18 @@ def run(policy: str = "oracle", world: str = "sim", tasks: str = "all", console:
     if "sim" in worlds:
         sps = sim_steps_per_second(selected)
         out["sim_steps_per_second"] = sps
-        console.print(f"simulated world: {sps:,.0f} steps/s on one core (target >= 10,000)")
+        console.print(f"simulated world: {sps:,.0f} steps/s on one core (target >= 10,000: "
+                      f"{'met' if sps >= 10_000 else 'NOT met'})")
     if "browser" in worlds and step_times["browser"]:
         med = statistics.median(step_times["browser"]) * 1000
         out["browser_median_step_ms"] = med
         console.print(f"real browser: median step {med:.1f} ms over {len(step_times['browser'])} steps "
-                      "(target <= 100 ms)")
+                      f"(target <= 100 ms: {'met' if med <= 100 else 'NOT met'})")
     if len(worlds) == 2:
         out.update(observations_compared=compared, observation_mismatches=mismatches,
                    verdict_disagreements=verdict_disagreements, first_mismatch=first_mismatch)
-        console.print(f"sim vs browser: {mismatches} of {compared} observations differ (target 0); "
-                      f"{verdict_disagreements} verdicts disagree")
+        console.print(f"sim vs browser: {mismatches} of {compared} observations differ (target 0: "
+                      f"{'met' if mismatches == 0 else 'NOT met'}); {verdict_disagreements} verdicts disagree")
     for name, fails in failures.items():
         for f in fails[:5]:
             console.print(f"[red]{name} failure[/red] {f['task']}: {'; '.join(f['reasons'])}")
