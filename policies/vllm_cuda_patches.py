@@ -177,6 +177,7 @@ def install(shapes: Iterable[tuple[int, int]], row_counts: Sequence[int] = ROW_C
             return _refuse(f"{mod.__name__} has no linear_batch_invariant (another vLLM layout)")
     init_batch_invariance()
     fails = row_invariance_failures(shapes, row_counts)
+    torch.cuda.empty_cache()  # the proof's ~1 GB goes back before vLLM measures free memory
     if fails:
         return _refuse(f"cuBLAS is not row-invariant here: {'; '.join(fails[:3])}"
                        + (f" (+{len(fails) - 3} more)" if len(fails) > 3 else ""))
