@@ -104,6 +104,9 @@ class EngineConfig:
         from policies.engines import check_engine_settings
 
         check_engine_settings(self.kind, self.device, self.dtype, where="engine.")
+        if self.cublas_linear and (self.kind, self.device) != ("vllm", "cuda"):
+            raise ValueError(f"engine.cublas_linear is for vLLM on CUDA (engine.kind 'vllm', engine.device 'cuda'); "
+                             f"this engine is kind {self.kind!r} on {self.device!r}")
 
 
 @dataclass(config=_STRICT)

@@ -107,5 +107,16 @@ def test_config_and_make_engine_carry_cublas_linear(monkeypatch):
 
     monkeypatch.setattr(ve, "VLLMEngine", Fake)
     monkeypatch.setattr(base, "check_engine_settings", lambda *a, **k: None)
-    base.make_engine(EngineConfig(kind="vllm", device="cpu", dtype="float32", cublas_linear=True), backbone="x")
-    assert got["cublas_linear"] is True
+    settings = SimpleNamespace(kind="vllm", device="cuda", dtype="bfloat16", max_model_len=64, kv_cache_gib=1,
+                               threads=1, max_num_seqs=4, cublas_linear=True)
+    base.make_engine(settings, backbone="x")
+    assert got["cublas_linear"] is True and got["device"] == "cuda"
+
+
+def test_cublas_linear_outside_vllm_on_cuda_is_a_config_error():
+    from advsim.config import ConfigError, config_from_dict
+
+    for engine in ({"kind": "vllm", "device": "cpu"}, {"kind": "torch", "device": "cpu"}):
+        with pytest.raises(ConfigError, match=r"engine.cublas_linear is for vLLM on CUDA \(engine.kind 'vllm', "
+                                              r"engine.device 'cuda'\); this engine is kind '(vllm|torch)' on 'cpu'"):
+            config_from_dict({"engine": {**engine, "cublas_linear": True}})
