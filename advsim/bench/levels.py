@@ -3,7 +3,12 @@
 Web world (:mod:`forms_bench.difficulty`): per level, over ``n`` generated training tasks
 (strata and domains in turn): the initial page's length in characters and in backbone tokens
 (the embedded SmolLM2 tokenizer when its checkpoint is cached, else not measured), the
-oracle's actions (:func:`forms_bench.oracle.solve`) and the number of target fields.
+oracle's actions (:func:`forms_bench.oracle.solve`) and the number of target fields. A level
+changes several knobs at once (:data:`forms_bench.difficulty.LEVELS`), so a column need not grow
+with every level: level 2 asks for one value again (copied from a table, where level 1 stated two
+in the goal), and level 4 drops the page extras to introduce the stratum's own reasoning, so its
+page is shorter than level 3's. Difficulty is what the executor's success measures, not any one
+column.
 
 Ledger world (:mod:`worlds.ledger.difficulty`): per level, over ``n`` generated cases: the
 reference plan's reads, actions and steps, the context length, and the protocols drawn.
