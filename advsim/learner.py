@@ -114,7 +114,7 @@ class Learner:
             # :16:8 itself (also deterministic), which setdefault keeps
             os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
         if self.device.type == "cuda" and e.kind == "vllm" and getattr(e, "cublas_linear", False):
-            # the engine's linear layers on cuBLAS need split-K off (a 1-byte cuBLASLt workspace), which
+            # the engine's linear layers on cuBLAS need split-K off (a 1 KiB cuBLASLt workspace), which
             # torch reads once, at the process's first cuBLASLt call: the learner's warm start comes first
             os.environ.setdefault("CUBLASLT_WORKSPACE_SIZE", "1")
         self.cfg = cfg

@@ -7,22 +7,27 @@ mode is on, on any CUDA card), with one fixed tile of 128 × 128 × 64. That is 
 construction but slow where a decode step has few rows: at M = 256 rows a 2,048 × 2,048
 projection is 2 × 16 = 32 tiles, so 32 of the H200's 132 SMs stream its weights. Yet the same
 module says that on Hopper "the only source of batch variance is split-k", which it turns off by
-giving cuBLASLt a 1-byte workspace (``CUBLASLT_WORKSPACE_SIZE=1``) — it just never uses cuBLAS
+giving cuBLASLt a 1 KiB workspace (``CUBLASLT_WORKSPACE_SIZE=1``) — it just never uses cuBLAS
 for the linear layers. On the H200 (2026-12-01) cuBLAS bf16 ``F.linear`` gave every row of an
 M-row product bit-identical to the same row computed alone, for every M from 1 to 4,096 and every
 SmolLM2-135M weight shape.
 
-:func:`install` puts ``torch.nn.functional.linear`` (cuBLASLt, no split-K) in place of vLLM's
-Triton matmul for the linear layers and the LM head — but only after proving, in this process
-and with vLLM's batch-invariant settings already applied, that it is row-invariant for the
+:func:`install` puts an opaque custom op, ``advsim::cublas_mm`` (``torch.nn.functional.linear``
+without bias: cuBLASLt, no split-K; a bias is added after it, as vLLM's own kernel does), in place
+of vLLM's Triton matmul for the linear layers and the LM head — but only after proving, in this
+process and with vLLM's Hopper batch-invariant settings applied, that it is row-invariant for the
 model's own weight shapes (:func:`row_invariance_failures`): a row's value must not depend on how
 many rows share the product (decode batch vs prefill). If any shape fails, nothing is patched and
-vLLM's kernel stays (the contract comes first). LoRA kernels, attention, sampling and the
-log-softmax are untouched.
+vLLM's kernel stays (the contract comes first). The op is opaque to ``torch.compile``, so Inductor
+cannot decompose, pad or autotune the product into another kernel than the one proven. LoRA
+kernels, attention, sampling and the log-softmax are untouched.
 
-Proven on vLLM 0.22 only (:data:`PROVEN_VERSIONS`); elsewhere :func:`install` patches nothing and
-says why. It must run before ``LLM()`` builds the model (``torch.compile`` traces the functions
-as they are then), in the engine's process (``VLLM_ENABLE_V1_MULTIPROCESSING=0``).
+Proven on vLLM 0.22 only (:data:`PROVEN_VERSIONS`), for Llama-family models (SmolLM2); elsewhere
+:func:`install` patches nothing and says why. It must run before ``LLM()`` builds the model
+(``torch.compile`` traces the functions as they are then), in the engine's process
+(``VLLM_ENABLE_V1_MULTIPROCESSING=0``). What remains unproven: row counts above 512 are sampled
+(every 64th and its neighbours), not all checked; the benchmark's consistency rows check the
+engine end to end.
 """
 
 from __future__ import annotations
@@ -35,16 +40,48 @@ log = logging.getLogger(__name__)
 PROVEN_VERSIONS = ("0.22.",)
 """vLLM versions whose ``linear.py`` / ``vocab_parallel_embedding.py`` this patch was read against."""
 
-ROW_COUNTS = tuple(sorted({*range(1, 513), *(m + d for m in range(576, 8193, 64) for d in (-1, 0, 1) if m + d <= 8192)}))
-"""Row counts M checked by :func:`install`: every M up to 512 (every decode batch and CUDA-graph
-size of a 256-sequence engine), then every 64th up to vLLM's default 8,192 batched tokens with
-its neighbours (prefill steps)."""
+def row_counts(max_rows: int = 8192) -> tuple[int, ...]:
+    """Row counts M that :func:`install` proves: every M up to 512 (every decode batch and
+    CUDA-graph size of a 256-sequence engine), then every 64th with its neighbours up to
+    ``max_rows`` (prefill steps: the engine's ``max_num_batched_tokens``), and ``max_rows``."""
+    top = max(1, int(max_rows))
+    out = {*range(1, min(top, 512) + 1), top}
+    out |= {m + d for m in range(576, top + 1, 64) for d in (-1, 0, 1) if m + d <= top}
+    return tuple(sorted(out))
+
+
+ROW_COUNTS = row_counts(8192)
+"""The default :func:`row_counts` (vLLM's default 8,192 batched tokens)."""
 
 _STATE: dict = {"installed": False, "reason": "not tried"}
 
 
+_OP: dict = {}
+
+
+def _cublas_mm():
+    """``advsim::cublas_mm(x, w) = x wᵀ`` via ``F.linear`` (cuBLASLt), registered once as a
+    ``torch.library`` custom op with a fake implementation, so ``torch.compile`` treats it as an
+    opaque call (no decomposition, padding or autotuned Triton template in its place)."""
+    if "op" not in _OP:
+        import torch
+        import torch.nn.functional as F
+
+        @torch.library.custom_op("advsim::cublas_mm", mutates_args=(), schema="(Tensor x, Tensor w) -> Tensor")
+        def cublas_mm(x, w):
+            return F.linear(x, w)
+
+        @cublas_mm.register_fake
+        def _(x, w):
+            return x.new_empty((*x.shape[:-1], w.shape[0]))
+
+        _OP["op"] = cublas_mm
+    return _OP["op"]
+
+
 def cublas_linear(input, weight, bias=None):
-    """``y = x Wᵀ (+ b)`` through ``torch.nn.functional.linear`` (cuBLASLt on CUDA).
+    """``y = x Wᵀ (+ b)``: the product through ``advsim::cublas_mm`` (cuBLASLt on CUDA), the bias
+    added after it (as vLLM's ``linear_batch_invariant`` does).
 
     Args:
         input: ``(..., K)`` activations. weight: ``(N, K)``. bias: ``(N,)`` or None.
@@ -52,9 +89,8 @@ def cublas_linear(input, weight, bias=None):
     Returns:
         ``(..., N)`` in ``input``'s dtype — the signature of vLLM's ``linear_batch_invariant``.
     """
-    import torch.nn.functional as F
-
-    return F.linear(input, weight, bias)
+    out = _cublas_mm()(input, weight)
+    return out if bias is None else out + bias
 
 
 def model_weight_shapes(config) -> list[tuple[int, int]]:
@@ -68,10 +104,16 @@ def model_weight_shapes(config) -> list[tuple[int, int]]:
     Returns:
         ``[(q+k+v, hidden), (hidden, heads·head_dim), (2·intermediate, hidden),
         (hidden, intermediate), (vocab padded to 64, hidden)]`` — QKV, output, gate-up, down and
-        the LM head (vLLM pads the vocabulary to a multiple of 64).
+        the LM head (vLLM pads the vocabulary to a multiple of 64; tensor parallelism 1).
+
+    Raises:
+        ValueError: a ``model_type`` other than ``"llama"``.
     """
     h = config.hidden_size
     heads = config.num_attention_heads
+    if getattr(config, "model_type", "llama") != "llama":
+        raise ValueError(f"model_weight_shapes knows Llama-family layouts only, got model_type "
+                         f"{config.model_type!r}")
     kv = getattr(config, "num_key_value_heads", None) or heads
     hd = getattr(config, "head_dim", None) or h // heads
     vocab = -(-config.vocab_size // 64) * 64
@@ -127,21 +169,46 @@ def row_invariance_failures(shapes: Iterable[tuple[int, int]], row_counts: Seque
     return fails
 
 
-def install(shapes: Iterable[tuple[int, int]], row_counts: Sequence[int] = ROW_COUNTS) -> tuple[bool, str]:
+def hopper_settings() -> None:
+    """Apply the cuBLAS settings of vLLM 0.22's batch-invariant mode on Hopper now, as its worker
+    will (``batch_invariant.enable_batch_invariant_mode``'s Hopper branch and
+    ``init_batch_invariance``'s precision flags): ``CUBLAS_WORKSPACE_CONFIG=:16:8``,
+    ``CUBLASLT_WORKSPACE_SIZE=1`` (KiB: no split-K), cuBLASLt preferred, no reduced-precision
+    reductions, IEEE fp32. Unlike calling ``init_batch_invariance()`` itself, this leaves vLLM's
+    own later call to set the same final values (a second call of it would stop at
+    ``CUBLAS_WORKSPACE_CONFIG=:4096:8``)."""
+    import os
+
+    import torch
+
+    os.environ["CUBLAS_WORKSPACE_CONFIG"] = ":16:8"
+    os.environ["CUBLASLT_WORKSPACE_SIZE"] = "1"
+    for flag in ("allow_bf16_reduced_precision_reduction", "allow_fp16_reduced_precision_reduction"):
+        try:
+            setattr(torch.backends.cuda.matmul, flag, (False, False))  # torch >= 2.10
+        except (TypeError, ValueError):
+            setattr(torch.backends.cuda.matmul, flag, False)
+    torch.backends.cuda.matmul.fp32_precision = "ieee"
+    torch.backends.cuda.preferred_blas_library(backend="cublaslt")
+
+
+def install(shapes: Iterable[tuple[int, int]], max_rows: int = 8192,
+            rows: Sequence[int] | None = None) -> tuple[bool, str]:
     """Route vLLM 0.22's batch-invariant linear layers and LM head to cuBLAS, if proven here.
 
     Steps: vLLM's version must be in :data:`PROVEN_VERSIONS`, the GPU a Hopper (compute
     capability 9.x: elsewhere vLLM's mode does not turn split-K off in cuBLAS) and
-    ``VLLM_BATCH_INVARIANT=1``; vLLM's ``init_batch_invariance()`` is applied now (idempotent: its
-    cuBLAS workspace settings and ``preferred_blas_library('cublaslt')``), then
-    :func:`row_invariance_failures` must return nothing for ``shapes``; only then the name
-    ``linear_batch_invariant`` in ``vllm.model_executor.layers.linear`` and
-    ``vllm.model_executor.layers.vocab_parallel_embedding`` is rebound to :func:`cublas_linear`.
-    Idempotent. Nothing raises: a refusal is returned (and logged) with its reason.
+    ``VLLM_BATCH_INVARIANT=1``; :func:`hopper_settings` are applied, then
+    :func:`row_invariance_failures` must return nothing for ``shapes`` at :func:`row_counts`
+    up to ``max_rows``; only then the name ``linear_batch_invariant`` in
+    ``vllm.model_executor.layers.linear`` and ``vllm.model_executor.layers.vocab_parallel_embedding``
+    is rebound to :func:`cublas_linear`. Idempotent. Nothing raises: a refusal is returned (and
+    logged) with its reason.
 
     Args:
         shapes: the model's ``(N, K)`` weight shapes (:func:`model_weight_shapes`).
-        row_counts: the M to prove (default :data:`ROW_COUNTS`).
+        max_rows: the most rows one product can have: the engine's ``max_num_batched_tokens``.
+        rows: the row counts to prove instead of ``row_counts(max_rows)``.
 
     Returns:
         ``(installed, reason)``.
@@ -170,22 +237,22 @@ def install(shapes: Iterable[tuple[int, int]], row_counts: Sequence[int] = ROW_C
                        "(vLLM keeps split-K off in cuBLAS there)")
     import vllm.model_executor.layers.linear as vlinear
     import vllm.model_executor.layers.vocab_parallel_embedding as vembed
-    from vllm.model_executor.layers.batch_invariant import init_batch_invariance
 
     for mod in (vlinear, vembed):
         if not hasattr(mod, "linear_batch_invariant"):
             return _refuse(f"{mod.__name__} has no linear_batch_invariant (another vLLM layout)")
-    init_batch_invariance()
-    fails = row_invariance_failures(shapes, row_counts)
-    torch.cuda.empty_cache()  # the proof's ~1 GB goes back before vLLM measures free memory
+    hopper_settings()
+    counts = tuple(rows) if rows is not None else row_counts(max_rows)
+    fails = row_invariance_failures(shapes, counts)
+    torch.cuda.empty_cache()  # the proof's memory goes back before vLLM measures free memory
     if fails:
         return _refuse(f"cuBLAS is not row-invariant here: {'; '.join(fails[:3])}"
                        + (f" (+{len(fails) - 3} more)" if len(fails) > 3 else ""))
     for mod in (vlinear, vembed):
         mod._advsim_linear_batch_invariant = mod.linear_batch_invariant
         mod.linear_batch_invariant = cublas_linear
-    _STATE.update(installed=True, reason=f"cuBLAS row-invariant for {len(shapes)} shapes x "
-                                         f"{len(set(row_counts))} row counts (vLLM {version}, sm_{cap[0]}{cap[1]})")
+    _STATE.update(installed=True, reason=f"cuBLAS row-invariant for {len(shapes)} shapes x {len(set(counts))} "
+                                         f"row counts up to {max(counts)} (vLLM {version}, sm_{cap[0]}{cap[1]})")
     log.info("vLLM linear layers through cuBLAS: %s", _STATE["reason"])
     return True, _STATE["reason"]
 

