@@ -219,8 +219,10 @@ def run_episodes(engine, prompt_fn: PromptFn, specs: Sequence[EpisodeSpec], adap
     turn = 0
     while active:
         requests = []
-        for i in active:
-            ids = prompt_fn(obs[i], episodes[i].actions)
+        batch = getattr(prompt_fn, "batch", None)  # one tokenizer call for the whole turn (suites.BatchedPrompt)
+        prompts = batch([(obs[i], episodes[i].actions) for i in active]) if batch is not None else \
+            [prompt_fn(obs[i], episodes[i].actions) for i in active]
+        for i, ids in zip(active, prompts):
             requests.append(GenerationRequest(prompt_ids=tuple(ids), adapter=adapter, max_new_tokens=max_new_tokens,
                                               temperature=temperature, top_p=top_p,
                                               seed=request_seed(seed, i if specs[i].slot is None else specs[i].slot,

@@ -221,3 +221,52 @@ def test_malformed_sample_specs_are_clear_errors_in_both_suites(spec):
     for select in (select_tasks, EvidenceLedgerSuite().frozen_tasks):
         with pytest.raises(ValueError, match="expected sample:N with N a non-negative integer"):
             select(spec)
+
+
+def _tokenizers():
+    from policies.backbone import DEFAULT_BACKBONE, cache_root, load_tokenizer, tiny_tokenizer, verify_checkpoint
+
+    out = [tiny_tokenizer()]
+    if verify_checkpoint(cache_root() / DEFAULT_BACKBONE):  # the embedded backbone's own, when converted
+        out.append(load_tokenizer(cache_root() / DEFAULT_BACKBONE))
+    return out
+
+
+def test_a_rollout_turn_tokenizes_all_its_prompts_at_once_with_the_same_ids():
+    """``encode_chats`` (one batched chat-template call) gives exactly ``encode_chat``'s ids pair
+    by pair, and each suite's prompt builder gives the same ids through ``batch`` as one by one —
+    on real observations of both worlds (pages with non-ASCII text, histories, errors)."""
+    from advsim.suites.protocol import BatchedPrompt
+    from forms_bench.difficulty import level_knobs
+    from forms_bench.generate import make_task
+    from forms_bench.proposal import DOMAIN_NAMES
+    from forms_bench.schema import STRATA
+    from policies.roles import EXECUTOR_SYSTEM, encode_chat, encode_chats, executor_user, role_io
+
+    web, ledger = WebFormsSuite(), EvidenceLedgerSuite()
+    for tok in _tokenizers():
+        chats = [(EXECUTOR_SYSTEM, executor_user("Set the name to “Zoë” — ünïcode", "page\n\t[3] textbox", ["noop()"] * k,
+                                                  "bad" if k else "")) for k in range(4)] + [("s", "u")]
+        assert encode_chats(tok, chats) == [encode_chat(tok, s, u) for s, u in chats]
+        assert encode_chats(tok, []) == []
+        io = role_io(tok)
+        items = []
+        for i in range(6):
+            task = make_task(STRATA[i % len(STRATA)], DOMAIN_NAMES[i], 50 + i, knobs=level_knobs(i))
+            env = web.make_env()
+            obs, _ = env.reset(seed=0, options=web.reset_options(task))
+            items.append((obs, [f"fill('{i}', 'x')"] * (i % 3)))
+            obs, *_ = env.step("click('999')")  # an error in the next observation
+            items.append((obs, ["click('999')"]))
+        prompt = web.executor_prompt(io)
+        assert isinstance(prompt, BatchedPrompt) and prompt.chat is not None
+        assert prompt.batch(items) == [prompt(o, h) for o, h in items]
+        case = ledger.tasks()[0]
+        env = ledger.make_env()
+        obs, _ = env.reset(seed=0, options=ledger.reset_options(case))
+        lp = ledger.executor_prompt(io)
+        assert lp.batch([(obs, []), (obs, [])]) == [lp(obs, [])] * 2
+    # without the chat before tokenization (a RoleIO built by hand) the batch calls the builder one by one
+    calls = []
+    bp = BatchedPrompt(lambda o, h: calls.append(o) or [len(h)])
+    assert bp.batch([("a", []), ("b", ["x"])]) == [[0], [1]] and calls == ["a", "b"]

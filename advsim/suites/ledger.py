@@ -6,7 +6,7 @@ from typing import Any, Callable, Sequence
 
 import gymnasium as gym
 
-from advsim.suites.protocol import Oracle, first_observation
+from advsim.suites.protocol import BatchedPrompt, Oracle, first_observation
 
 
 class PlanOracle:
@@ -91,7 +91,7 @@ class EvidenceLedgerSuite:
         field after d actions and shows in later tool results."""
         return {"task": task, "injection": injection}
 
-    def executor_prompt(self, io) -> Callable[[dict, Sequence[str]], list[int]]:
+    def executor_prompt(self, io) -> BatchedPrompt:
         """``io.ledger_executor_prompt(context, transcript, last error)``: the transcript holds
         every call so far with its result (the previous actions are in it).
 
@@ -100,8 +100,12 @@ class EvidenceLedgerSuite:
         """
         if getattr(io, "ledger_executor_prompt", None) is None:
             raise ValueError("this RoleIO has no ledger_executor_prompt (policies.roles.role_io builds one)")
-        return lambda obs, history: io.ledger_executor_prompt(obs["context"], obs["transcript"],
-                                                              obs["last_action_error"])
+        chat = getattr(io, "ledger_executor_chat", None)
+        return BatchedPrompt(
+            lambda obs, history: io.ledger_executor_prompt(obs["context"], obs["transcript"], obs["last_action_error"]),
+            None if chat is None else
+            (lambda obs, history: chat(obs["context"], obs["transcript"], obs["last_action_error"])),
+            getattr(io, "encode_chats", None))
 
     def observation_text(self, obs: dict) -> str:
         """The last tool result (JSON text)."""

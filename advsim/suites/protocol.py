@@ -10,6 +10,34 @@ from typing import Any, Callable, Protocol, Sequence, runtime_checkable
 import gymnasium as gym
 
 
+class BatchedPrompt:
+    """The executor's prompt builder a suite returns from ``executor_prompt(io)``:
+    ``prompt(obs, previous_actions) -> ids`` for one episode, and :meth:`batch` for all the
+    episodes of a rollout turn, tokenized in one call when the roles give the chat before
+    tokenization (``chat(obs, previous_actions) -> (system, user)`` and ``encode_chats``).
+
+    Args:
+        one: ``(obs, previous actions) -> ids``.
+        chat: ``(obs, previous actions) -> (system, user)``, or None (then :meth:`batch` calls ``one``).
+        encode_chats: ``(system, user)`` pairs -> ids (:func:`policies.roles.encode_chats`), or None.
+    """
+
+    def __init__(self, one: Callable[[dict, Sequence[str]], list[int]],
+                 chat: Callable[[dict, Sequence[str]], tuple[str, str]] | None = None,
+                 encode_chats: Callable[[Sequence[tuple[str, str]]], list[list[int]]] | None = None):
+        self.one, self.chat, self.encode_chats = one, chat, encode_chats
+
+    def __call__(self, obs: dict, history: Sequence[str]) -> list[int]:
+        return self.one(obs, history)
+
+    def batch(self, items: Sequence[tuple[dict, Sequence[str]]]) -> list[list[int]]:
+        """Ids for each ``(obs, previous actions)``, in order — the same ids as calling the
+        builder on each (:func:`policies.roles.encode_chats`)."""
+        if self.chat is None or self.encode_chats is None:
+            return [self.one(o, h) for o, h in items]
+        return self.encode_chats([self.chat(o, h) for o, h in items])
+
+
 @runtime_checkable
 class Oracle(Protocol):
     """A scripted policy: the next action text from the last observation and ``info``."""

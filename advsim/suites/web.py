@@ -7,7 +7,7 @@ from typing import Any, Callable, Sequence
 
 import gymnasium as gym
 
-from advsim.suites.protocol import Oracle, ScriptedOracle, first_observation
+from advsim.suites.protocol import BatchedPrompt, Oracle, ScriptedOracle, first_observation
 
 
 class WebFormsSuite:
@@ -52,9 +52,15 @@ class WebFormsSuite:
         """``{"task": task, "injection": α}``: α is rendered into the page at its transition d."""
         return {"task": task, "injection": injection}
 
-    def executor_prompt(self, io) -> Callable[[dict, Sequence[str]], list[int]]:
-        """``io.executor_prompt(goal, page, previous actions, last error)``."""
-        return lambda obs, history: io.executor_prompt(obs["goal"], obs["page"], history, obs["last_action_error"])
+    def executor_prompt(self, io) -> BatchedPrompt:
+        """``io.executor_prompt(goal, page, previous actions, last error)``, batched per rollout turn
+        through ``io.executor_chat`` and ``io.encode_chats`` where the roles have them."""
+        chat = getattr(io, "executor_chat", None)
+        return BatchedPrompt(
+            lambda obs, history: io.executor_prompt(obs["goal"], obs["page"], history, obs["last_action_error"]),
+            None if chat is None else
+            (lambda obs, history: chat(obs["goal"], obs["page"], history, obs["last_action_error"])),
+            getattr(io, "encode_chats", None))
 
     def observation_text(self, obs: dict) -> str:
         """The page (accessibility tree)."""
