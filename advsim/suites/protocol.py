@@ -86,7 +86,9 @@ class TaskSuite(Protocol):
 
     def executor_prompt(self, io: Any) -> Callable[[dict, Sequence[str]], list[int]]:
         """The executor's prompt builder for this world: ``(observation, previous actions) -> ids``,
-        from the roles' :class:`policies.roles.RoleIO`."""
+        from the roles' :class:`policies.roles.RoleIO`; a :class:`BatchedPrompt` also builds a
+        whole rollout turn's prompts in one tokenizer call (its ``batch``, which rollouts use when
+        present)."""
 
     def observation_text(self, obs: dict) -> str:
         """The part of an observation that changes with the agent's actions (web: the page;
