@@ -264,7 +264,8 @@ class RoleIO:
     """Its output -> ``(d, ζ or None, z)`` (the suite builds the ``ToolInjection``)."""
     executor_chat: Callable[[str, str, Sequence[str], str], tuple[str, str]] | None = None
     """(goal, page, previous actions, last error) -> ``(system, user)``: the executor's chat before
-    tokenization (``executor_prompt`` = :func:`encode_chat` of it)."""
+    tokenization (``executor_prompt`` = :func:`encode_chat` of it). Rollouts batch through it: a
+    RoleIO that replaces ``executor_prompt`` must replace or clear this too (``None``: one call each)."""
     ledger_executor_chat: Callable[[str, str, str], tuple[str, str]] | None = None
     """(context, transcript, last error) -> ``(system, user)``: the same in the ledger world."""
     encode_chats: Callable[[Sequence[tuple[str, str]]], list[list[int]]] | None = None
