@@ -93,18 +93,25 @@ class EngineConfig:
         True, "vLLM on CUDA only: capture CUDA graphs and compile with torch.compile (vLLM's default). Part of "
               "the contract there: on the H200 the compiled batch-invariant engine gave diff = 0 in every row "
               "of `advsim bench consistency --device cuda`, the eager one did not. False runs eager.")
-    cublas_linear: bool = _f(
-        False, "vLLM on CUDA only (Hopper): run the linear layers and LM head through cuBLAS without split-K "
-               "instead of vLLM 0.22's batch-invariant Triton matmul (one 128x128 tile: few SMs busy in decode), "
-               "after the engine proves cuBLAS row-invariant for the model's weight shapes at start; falls back "
-               "to vLLM's kernel if not (policies.vllm_cuda_patches). Changes values (another kernel), so a run "
-               "cannot resume with it changed.")
+    cublas_linear: bool | None = _f(
+        None, "vLLM on CUDA only (Hopper): run the linear layers and LM head through cuBLAS without split-K "
+              "instead of vLLM 0.22's batch-invariant Triton matmul (one 128x128 tile: few SMs busy in decode), "
+              "after the engine proves cuBLAS row-invariant for the model's weight shapes at start; it falls back "
+              "to vLLM's kernel, and logs why, where the proof or the card does not allow it "
+              "(policies.vllm_cuda_patches). Default (null): on for engine.kind 'vllm' on 'cuda', off elsewhere; "
+              "true outside vLLM on CUDA is an error. On the H200 at SmolLM2-1.7B's shapes it raised the "
+              "contract from 0.62x/0.74x to 0.84x/0.86x vLLM's default throughput (batch 64/256) with diff = 0 "
+              "in every row (results/h200-vllm-bench-1.7b-2026-12-04). Changes values (another kernel), so a "
+              "run cannot resume with it changed; a saved config without the field ran vLLM's kernel.")
 
     def __post_init__(self) -> None:
         from policies.engines import check_engine_settings
 
         check_engine_settings(self.kind, self.device, self.dtype, where="engine.")
-        if self.cublas_linear and (self.kind, self.device) != ("vllm", "cuda"):
+        on_vllm_cuda = (self.kind, self.device) == ("vllm", "cuda")
+        if self.cublas_linear is None:
+            self.cublas_linear = on_vllm_cuda
+        elif self.cublas_linear and not on_vllm_cuda:
             raise ValueError(f"engine.cublas_linear is for vLLM on CUDA (engine.kind 'vllm', engine.device 'cuda'); "
                              f"this engine is kind {self.kind!r} on {self.device!r}")
 

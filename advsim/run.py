@@ -110,7 +110,12 @@ class RunDir:
         if not p.exists():
             return []
         try:
-            saved = config_from_dict(yaml.safe_load(p.read_text(encoding="utf-8"))).to_dict()
+            raw = yaml.safe_load(p.read_text(encoding="utf-8"))
+            if isinstance(raw, dict) and isinstance(raw.get("engine"), dict):
+                # configs saved before engine.cublas_linear existed ran vLLM's Triton matmul (now the default
+                # on CUDA is cuBLAS), so such a run resumes only with the field set to false
+                raw["engine"].setdefault("cublas_linear", False)
+            saved = config_from_dict(raw).to_dict()
         except (OSError, UnicodeDecodeError, yaml.YAMLError, ConfigError) as exc:
             raise RunFileError(f"{p}: the run's saved config cannot be read: {exc}") from None
 

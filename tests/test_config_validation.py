@@ -186,6 +186,9 @@ def test_cuda_bench_failures_name_crashes_and_differing_contract_rows():
     res["configs"] = {"contract": {"rows": {"a": row}}, "contract-eager": res["configs"]["contract-eager"],
                       "default": res["configs"]["default"]}
     assert failures(res) == []  # only the contract must be bit-identical
+    res["configs"]["contract-triton"] = {"rows": {"a": row}}
+    res["configs"]["contract-cublas"] = {"rows": {"a": {**row, "n_equal": 2, "max": 0.25}}}
+    assert failures(res) == ["contract-cublas: a: 2/4 bit-equal, max 0.25"]  # every contract configuration
 
 
 def test_kernel_families_and_their_gpu_time_from_a_profile():

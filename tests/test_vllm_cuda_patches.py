@@ -125,7 +125,7 @@ def test_config_and_make_engine_carry_cublas_linear(monkeypatch):
     from advsim.config import EngineConfig
     from policies.engines import base
 
-    assert EngineConfig().cublas_linear is False  # vLLM's kernel unless asked
+    assert EngineConfig().cublas_linear is False  # vLLM on the CPU: no such kernel choice
     got = {}
 
     class Fake:
@@ -149,3 +149,29 @@ def test_cublas_linear_outside_vllm_on_cuda_is_a_config_error():
         with pytest.raises(ConfigError, match=r"engine.cublas_linear is for vLLM on CUDA \(engine.kind 'vllm', "
                                               r"engine.device 'cuda'\); this engine is kind '(vllm|torch)' on 'cpu'"):
             config_from_dict({"engine": {**engine, "cublas_linear": True}})
+
+
+def test_cublas_linear_defaults_on_for_vllm_on_cuda_and_old_runs_keep_their_kernel(monkeypatch, tmp_path):
+    """Default null resolves to on for vLLM on CUDA (the contract's fastest proven kernel), off for
+    the torch engine; a run saved before the field existed ran vLLM's Triton matmul, so resuming
+    it under the new default is a config change (``RunDir.config_changes``)."""
+    import yaml
+
+    import advsim.config as config_mod
+    from advsim.config import EngineConfig, config_from_dict
+    from advsim.run import RunDir
+
+    monkeypatch.setattr("policies.engines.check_engine_settings", lambda *a, **k: None)
+    monkeypatch.setattr(config_mod, "_memory_gib", lambda device="cpu": 141)  # an H200, as seen from here
+    assert EngineConfig(kind="vllm", device="cuda", dtype="bfloat16").cublas_linear is True
+    assert EngineConfig(kind="vllm", device="cuda", dtype="bfloat16", cublas_linear=False).cublas_linear is False
+    assert EngineConfig(kind="torch", device="cuda", dtype="bfloat16").cublas_linear is False
+    cuda = {"kind": "vllm", "device": "cuda", "dtype": "bfloat16"}
+    cfg = config_from_dict({"engine": cuda})
+    assert cfg.to_dict()["engine"]["cublas_linear"] is True
+    run = RunDir(tmp_path / "run")
+    (run.path / "config.yaml").write_text(yaml.safe_dump({"engine": cuda}))  # saved before the field existed
+    assert run.config_changes(cfg) == ["engine.cublas_linear: False -> True"]
+    assert run.config_changes(config_from_dict({"engine": {**cuda, "cublas_linear": False}})) == []
+    (run.path / "config.yaml").write_text(yaml.safe_dump(cfg.to_dict()))  # saved since: the resolved value
+    assert run.config_changes(cfg) == []

@@ -8,10 +8,12 @@ shapes, random weights: where weights rather than per-step overhead bound a deco
 three seeded random LoRA role adapters (r = 8, A, B ~ N(0, 0.05²)) and, later, a new executor version:
 
 * :data:`CONFIGS` ``contract`` — :class:`policies.engines.VLLMEngine` with ``consistent=True``
-  (``VLLM_BATCH_INVARIANT=1``, Triton attention, CUDA graphs and ``torch.compile``);
-  ``contract-eager`` (the same, eager) and ``contract-fa3`` (the same with FlashAttention 3):
-  one choice of the contract changed each; ``contract-cublas`` (the same with the linear layers
-  and LM head on cuBLAS, :mod:`policies.vllm_cuda_patches`); ``default`` — vLLM as a user runs it (CUDA graphs,
+  (``VLLM_BATCH_INVARIANT=1``, Triton attention, CUDA graphs and ``torch.compile``, the linear
+  layers and LM head on cuBLAS without split-K once proven row-invariant,
+  :mod:`policies.vllm_cuda_patches`); ``contract-eager`` (the same, eager), ``contract-fa3`` (the
+  same with FlashAttention 3) and ``contract-triton`` (the same with vLLM's batch-invariant Triton
+  matmul for the linear layers): one choice of the contract changed each; ``contract-cublas`` (the
+  cuBLAS choice stated explicitly); ``default`` — vLLM as a user runs it (CUDA graphs,
   default attention backend, batch-invariant mode off): the **negative control**, which must
   differ. All keep vLLM's prefix caching on (the engine's default).
 * Consistency rows (each: compared tokens, bit-equal tokens, max/mean/std |Δℓ|, k3 KL, the
@@ -62,15 +64,22 @@ CONFIGS = {
     "contract": dict(consistent=True, cuda_graphs=True),
     "contract-eager": dict(consistent=True, cuda_graphs=False),
     "contract-fa3": dict(consistent=True, cuda_graphs=True, attention_backend="FLASH_ATTN"),
+    "contract-triton": dict(consistent=True, cuda_graphs=True, cublas_linear=False),
     "contract-cublas": dict(consistent=True, cuda_graphs=True, cublas_linear=True),
     "default": dict(consistent=False, cuda_graphs=True),
 }
 """Label → VLLMEngine settings. ``contract``: batch-invariant mode, Triton attention, CUDA graphs +
-``torch.compile`` (the engine's defaults with ``consistent=True``); ``contract-eager`` and
-``contract-fa3`` change one of those choices each (they show whether it is needed; the contract
-does not rely on them); ``contract-cublas`` is the contract with the linear layers and LM head on
-cuBLAS (:mod:`policies.vllm_cuda_patches`, proven row-invariant at start) instead of vLLM's Triton
-matmul; ``default`` is vLLM's own default configuration (the negative control)."""
+``torch.compile``, linear layers and LM head on cuBLAS without split-K where the engine proves it
+row-invariant at start (:mod:`policies.vllm_cuda_patches`; the engine's defaults with
+``consistent=True``); ``contract-eager``, ``contract-fa3`` and ``contract-triton`` change one of
+those choices each (they show whether it is needed or what it costs; the contract does not rely on
+them; ``contract-triton`` is vLLM 0.22's own batch-invariant Triton matmul for the linear layers,
+the contract before 2026-12-04); ``contract-cublas`` states the cuBLAS choice explicitly (the same
+engine as ``contract`` today; the label of the 2026-12-04 measurements); ``default`` is vLLM's own
+default configuration (the negative control)."""
+CONTRACT_LABELS = ("contract", "contract-triton", "contract-cublas")
+"""Configurations that keep the contract: each of their consistency rows must be bit-identical
+(:func:`failures`), and their throughput is reported as a ratio to ``default`` and ``transformers``."""
 CORESIDENT = (1, 16, 64, 256)
 PREFILL_DECODE_LENGTHS = (1, 63, 64, 65, 1000, 2047)
 BATCHES = (64, 256)
@@ -497,10 +506,11 @@ def measure_in_subprocess(label: str, parts: tuple[str, ...], timeout: float = 9
 
 def failures(results: dict) -> list[str]:
     """What makes a :func:`run` a failure: a configuration that did not finish, or a row of a
-    ``contract`` whose values are not all bit-identical (or whose tokens differ)."""
+    contract configuration (:data:`CONTRACT_LABELS`) whose values are not all bit-identical (or
+    whose tokens differ)."""
     out = [f"{lb}: {r['error'].strip().splitlines()[-1] if r['error'].strip() else 'failed'}"
            for lb, r in results.get("configs", {}).items() if "error" in r]
-    for lb in ("contract",):
+    for lb in CONTRACT_LABELS:
         for name, row in results.get("configs", {}).get(lb, {}).get("rows", {}).items():
             if row["n_equal"] != row["n_tokens"] or not row.get("same_tokens", True):
                 out.append(f"{lb}: {name}: {row['n_equal']}/{row['n_tokens']} bit-equal, max {row['max']:.3g}")
@@ -587,7 +597,7 @@ def run(parts: tuple[str, ...] = ("consistency", "throughput"), labels=None, par
         rate = {lb: r["throughput"] for lb, r in results.items() if r.get("throughput")}
         ratios = {}
         for b in map(str, BATCHES):
-            for num, den in (("contract", "default"), ("contract", "transformers")):
+            for num, den in ((c, d) for c in CONTRACT_LABELS for d in ("default", "transformers")):
                 if num in rate and den in rate:
                     ratios[f"{num} / {den}, B = {b}"] = rate[num][b]["tokens_per_s"] / rate[den][b]["tokens_per_s"]
         out["ratios"] = ratios

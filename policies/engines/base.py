@@ -188,7 +188,7 @@ class EngineSettings(Protocol):
     threads: int
     max_num_seqs: int
     # optional: cuda_graphs (bool, vLLM on CUDA; read with getattr, default True),
-    # gpu_memory_utilization (float, vLLM on CUDA; default 0.9) and cublas_linear (bool, vLLM on CUDA; default False)
+    # gpu_memory_utilization (float, vLLM on CUDA; default 0.9) and cublas_linear (bool, vLLM on CUDA; default True)
 
 
 def make_engine(settings: EngineSettings, *, backbone: str | os.PathLike | None = None, model=None,
@@ -230,7 +230,7 @@ def make_engine(settings: EngineSettings, *, backbone: str | os.PathLike | None 
                           vllm_cache_root=cache_dir, device=settings.device, dtype=settings.dtype,
                           cuda_graphs=getattr(settings, "cuda_graphs", True),
                           gpu_memory_utilization=getattr(settings, "gpu_memory_utilization", 0.9),
-                          cublas_linear=getattr(settings, "cublas_linear", False))
+                          cublas_linear=getattr(settings, "cublas_linear", True))
     if model is None or tokenizer is None:
         raise ValueError("make_engine: engine.kind 'torch' runs on the trainer's model: pass model= and tokenizer=")
     import torch
