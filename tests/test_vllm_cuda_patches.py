@@ -1,6 +1,6 @@
 """The cuBLAS linear patch for vLLM 0.22's batch-invariant mode (policies.vllm_cuda_patches):
 its row-invariance proof, the shapes it proves, and where it refuses — checked on the CPU. The
-patch itself runs on the GPU (tests/test_gpu_vllm.py::test_cublas_linear_contract…)."""
+patch itself runs on the GPU (tests/test_gpu_vllm.py::test_contract_is_bit_identical_in_every_scenario)."""
 
 from types import SimpleNamespace
 

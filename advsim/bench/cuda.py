@@ -77,6 +77,9 @@ them; ``contract-triton`` is vLLM 0.22's own batch-invariant Triton matmul for t
 the contract before 2026-12-04); ``contract-cublas`` states the cuBLAS choice explicitly (the same
 engine as ``contract`` today; the label of the 2026-12-04 measurements); ``default`` is vLLM's own
 default configuration (the negative control)."""
+NOT_BY_DEFAULT = ("contract-cublas",)
+"""Labels :func:`run` measures only when asked: ``contract-cublas`` is the same engine as
+``contract`` today."""
 CONTRACT_LABELS = ("contract", "contract-triton", "contract-cublas")
 """Configurations that keep the contract: each of their consistency rows must be bit-identical
 (:func:`failures`), and their throughput is reported as a ratio to ``default`` and ``transformers``."""
@@ -524,7 +527,8 @@ def run(parts: tuple[str, ...] = ("consistency", "throughput"), labels=None, par
     Args:
         parts: ``consistency``, ``throughput`` and/or ``profile`` (GPU time per kernel family of one
             B = 256 generate per vLLM configuration: where the contract's cost lies).
-        labels: configurations to measure (default: every one of :data:`CONFIGS`, plus
+        labels: configurations to measure (default: every one of :data:`CONFIGS` but
+            :data:`NOT_BY_DEFAULT`, plus
             ``transformers`` for throughput and ``gradient`` for consistency).
         partial: where to write the results so far (atomically) after each configuration, so a
             run cut short keeps what it measured.
@@ -541,7 +545,8 @@ def run(parts: tuple[str, ...] = ("consistency", "throughput"), labels=None, par
     from forms_bench.atomic import atomic_write_text
 
     require_cuda()
-    labels = list(labels or (list(CONFIGS) + (["transformers"] if "throughput" in parts else [])
+    labels = list(labels or ([lb for lb in CONFIGS if lb not in NOT_BY_DEFAULT]
+                             + (["transformers"] if "throughput" in parts else [])
                              + (["gradient"] if "consistency" in parts else [])))
     results = {}
     for lb in labels:
