@@ -420,3 +420,16 @@ def test_bench_forms_says_whether_each_target_is_met(monkeypatch):
         line = next(x for x in buf.getvalue().splitlines() if x.startswith("simulated world"))
         assert out["sim_steps_per_second"] == sps
         assert line == f"simulated world: {sps:,.0f} steps/s on one core (target >= 10,000: {word}"
+
+
+def test_cuda_bench_names_an_unknown_configuration_before_anything_runs():
+    """A misspelt label is a clear error listing the known ones, on any machine (before CUDA is
+    looked for); the no-adapter diagnostics are known labels but not measured by default."""
+    from advsim.bench import cuda
+
+    with pytest.raises(ValueError, match=r"unknown configuration\(s\) 'contract-cublass'; known: contract, "
+                                         r"contract-eager, contract-fa3, contract-triton, contract-cublas, default, "
+                                         r"default-base, transformers, transformers-base, gradient"):
+        cuda.run(("throughput",), labels=["contract", "contract-cublass"])
+    assert set(cuda.NOT_BY_DEFAULT) == {"contract-cublas", "default-base"}
+    assert ("default-base", "transformers-base") in cuda.RATIOS and ("contract", "transformers") in cuda.RATIOS

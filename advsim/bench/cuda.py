@@ -32,7 +32,8 @@ three seeded random LoRA role adapters (r = 8, A, B ~ N(0, 0.05²)) and, later, 
 * Throughput rows: generated tokens/s for B = 64 and 256 prompts of 512 random tokens, 128 new
   tokens each (``ignore_eos``), the executor adapter on every request, median of 2 timed calls
   after a warm-up; and transformers ``generate`` with a static KV cache and ``torch.compile``
-  (peft, the same adapter active). The memory-bandwidth floor: a decode step must read the
+  (peft, the same adapter active). Diagnostics, only when named: ``default-base`` and
+  ``transformers-base``, the same without any adapter. The memory-bandwidth floor: a decode step must read the
   weights once and every sequence's KV cache, so at most
   ``B / ((W + B · c · kv) / BW)`` tokens/s, W = weight bytes, c = mean context during decode
   (512 + 64), kv = KV bytes per token (2 · layers · kv_heads · head_dim · 2), BW = 4.3 TB/s
@@ -67,6 +68,7 @@ CONFIGS = {
     "contract-triton": dict(consistent=True, cuda_graphs=True, cublas_linear=False),
     "contract-cublas": dict(consistent=True, cuda_graphs=True, cublas_linear=True),
     "default": dict(consistent=False, cuda_graphs=True),
+    "default-base": dict(consistent=False, cuda_graphs=True, enable_lora=False),
 }
 """Label → VLLMEngine settings. ``contract``: batch-invariant mode, Triton attention, CUDA graphs +
 ``torch.compile``, linear layers and LM head on cuBLAS without split-K where the engine proves it
@@ -76,13 +78,20 @@ those choices each (they show whether it is needed or what it costs; the contrac
 them; ``contract-triton`` is vLLM 0.22's own batch-invariant Triton matmul for the linear layers,
 the contract before 2026-12-04); ``contract-cublas`` states the cuBLAS choice explicitly (the same
 engine as ``contract`` today; the label of the 2026-12-04 measurements); ``default`` is vLLM's own
-default configuration (the negative control)."""
-NOT_BY_DEFAULT = ("contract-cublas",)
+default configuration (the negative control); ``default-base`` is ``default`` with LoRA off and no
+adapter on any request — a throughput diagnostic only (with ``transformers-base``, transformers
+without the adapter): how much of every engine's distance from the bandwidth floor is the LoRA
+path. The two ``-base`` rows are measured only when asked and have no consistency rows."""
+NOT_BY_DEFAULT = ("contract-cublas", "default-base")
 """Labels :func:`run` measures only when asked: ``contract-cublas`` is the same engine as
-``contract`` today."""
+``contract`` today; ``default-base`` (and ``transformers-base``) are no-adapter diagnostics."""
 CONTRACT_LABELS = ("contract", "contract-triton", "contract-cublas")
 """Configurations that keep the contract: each of their consistency rows must be bit-identical
 (:func:`failures`), and their throughput is reported as a ratio to ``default`` and ``transformers``."""
+RATIOS = tuple((c, d) for c in CONTRACT_LABELS for d in ("default", "transformers")) + (
+    ("default", "transformers"), ("default-base", "transformers-base"), ("default", "default-base"),
+    ("transformers", "transformers-base"))
+"""Throughput ratios :func:`run` prints where both rows were measured (same run)."""
 CORESIDENT = (1, 16, 64, 256)
 PREFILL_DECODE_LENGTHS = (1, 63, 64, 65, 1000, 2047)
 BATCHES = (64, 256)
@@ -217,12 +226,12 @@ def _consistency_rows(engine, vocab: int, root: Path, pm, on_row=lambda rows: No
     return rows, reference
 
 
-def _throughput_vllm(engine, vocab: int, batches=BATCHES, repeats: int = 2) -> dict:
+def _throughput_vllm(engine, vocab: int, batches=BATCHES, repeats: int = 2, adapter: str | None = "executor@0") -> dict:
     from vllm import SamplingParams
     from vllm.inputs import TokensPrompt
 
     out = {}
-    lora = engine.lora_request("executor@0")
+    lora = engine.lora_request(adapter) if adapter else None
     for b in batches:
         sets = [_random_prompts(b, (PROMPT_TOKENS,), seed=100 * b + k, vocab=vocab) for k in range(repeats + 1)]
         times = []
@@ -231,7 +240,7 @@ def _throughput_vllm(engine, vocab: int, batches=BATCHES, repeats: int = 2) -> d
                                  logprobs=0) for i in range(b)]
             t = time.perf_counter()
             outs = engine.llm.generate([TokensPrompt(prompt_token_ids=p) for p in prompts], sp,
-                                       lora_request=[lora] * b, use_tqdm=False)
+                                       lora_request=[lora] * b if lora else None, use_tqdm=False)
             dt = time.perf_counter() - t
             n = sum(len(o.outputs[0].token_ids) for o in outs)
             if k:  # the first set warms up (and compiles) at this batch size
@@ -290,7 +299,7 @@ def summarise_kernels(kernels, top: int = 25) -> dict:
                     for n, (c, us) in rows]}
 
 
-def _profile_vllm(engine, vocab: int, batch: int = 256, new_tokens: int = 32) -> dict:
+def _profile_vllm(engine, vocab: int, batch: int = 256, new_tokens: int = 32, adapter: str | None = "executor@0") -> dict:
     """One ``generate`` of ``batch`` 512-token prompts × ``new_tokens`` tokens (executor adapter
     on every request, after a warm-up call) under ``torch.profiler``: GPU time per kernel family
     (:func:`summarise_kernels`) and the call's wall time. The engine runs in this process
@@ -302,11 +311,11 @@ def _profile_vllm(engine, vocab: int, batch: int = 256, new_tokens: int = 32) ->
     from vllm import SamplingParams
     from vllm.inputs import TokensPrompt
 
-    lora = engine.lora_request("executor@0")
+    lora = engine.lora_request(adapter) if adapter else None
     prompts = [TokensPrompt(prompt_token_ids=p) for p in _random_prompts(batch, (PROMPT_TOKENS,), seed=7, vocab=vocab)]
     sp = [SamplingParams(max_tokens=new_tokens, ignore_eos=True, temperature=1.0, top_p=0.95, seed=i, logprobs=0)
           for i in range(batch)]
-    gen = lambda: engine.llm.generate(prompts, sp, lora_request=[lora] * batch, use_tqdm=False)
+    gen = lambda: engine.llm.generate(prompts, sp, lora_request=[lora] * batch if lora else None, use_tqdm=False)
     gen()
     torch.cuda.synchronize()
     with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
@@ -319,18 +328,22 @@ def _profile_vllm(engine, vocab: int, batch: int = 256, new_tokens: int = 32) ->
             **summarise_kernels(kernels)}
 
 
-def _throughput_transformers(batches=BATCHES, repeats: int = 2, backbone: str = DEFAULT_BACKBONE) -> dict:
+def _throughput_transformers(batches=BATCHES, repeats: int = 2, backbone: str = DEFAULT_BACKBONE,
+                             adapter: bool = True) -> dict:
     """transformers ``generate`` with a static cache and ``torch.compile`` of the decoding step,
-    bf16, the executor adapter active through peft."""
+    bf16, the executor adapter active through peft (``adapter=False``: the bare backbone)."""
     import torch
 
     from policies.adapters import activate, attach_role_adapters, lora_config, randomize_adapter
     from policies.backbone import load_backbone
 
     model, tok, _ = load_backbone(backbone, dtype=torch.bfloat16)
-    pm = attach_role_adapters(model, config=lora_config(r=8, alpha=16)).to("cuda")
-    randomize_adapter(pm, "executor", seed=10, scale=0.05)
-    activate(pm, "executor")
+    if adapter:
+        pm = attach_role_adapters(model, config=lora_config(r=8, alpha=16)).to("cuda")
+        randomize_adapter(pm, "executor", seed=10, scale=0.05)
+        activate(pm, "executor")
+    else:
+        pm = model.to("cuda")
     pm.eval()
     vocab = model.config.vocab_size
     out = {}
@@ -433,14 +446,16 @@ def kv_cache_gib(config, tokens: int = 256 * 1024) -> int:
 
 
 def measure(label: str, parts: tuple[str, ...], backbone: str = DEFAULT_BACKBONE) -> dict:
-    """One configuration of :data:`CONFIGS` (or ``"transformers"``, ``"gradient"``) in this
+    """One configuration of :data:`CONFIGS` (or ``"transformers"``, ``"transformers-base"``,
+    ``"gradient"``) in this
     process, on ``backbone`` (a name or folder for :func:`policies.backbone.load_backbone`; the
     gradient comparison always uses the embedded backbone)."""
     import torch
 
     require_cuda()
-    if label == "transformers":
-        return {"throughput": _throughput_transformers(backbone=backbone)} if "throughput" in parts else {}
+    if label in ("transformers", "transformers-base"):
+        return {"throughput": _throughput_transformers(backbone=backbone, adapter=label == "transformers")} \
+            if "throughput" in parts else {}
     if label == "gradient" and "consistency" not in parts:
         return {}
     if label == "gradient":
@@ -455,7 +470,8 @@ def measure(label: str, parts: tuple[str, ...], backbone: str = DEFAULT_BACKBONE
     out: dict = {"config": CONFIGS[label], "backbone": backbone, "kv_cache_gib": kv_cache_gib(model.config)}
     with tempfile.TemporaryDirectory(prefix="advsim-cuda-bench-") as tmp:
         root = Path(tmp)
-        for i, r in enumerate(ROLES):
+        lora = CONFIGS[label].get("enable_lora", True)
+        for i, r in enumerate(ROLES if lora else ()):
             randomize_adapter(pm, r, seed=10 + i, scale=0.05)
             save_adapter(pm, f"{r}@0", root)
         t0 = time.perf_counter()
@@ -463,20 +479,20 @@ def measure(label: str, parts: tuple[str, ...], backbone: str = DEFAULT_BACKBONE
                             device="cuda", dtype="bfloat16", seed=0, **CONFIGS[label])
         out["start_seconds"] = round(time.perf_counter() - t0, 1)
         out["linear_kernel"] = {"kernel": engine.linear_kernel, "reason": engine.linear_kernel_reason}
-        for r in ROLES:
+        for r in ROLES if lora else ():
             engine.add_adapter(f"{r}@0", root / f"{r}@0")
         vocab = model.config.vocab_size
         out["weight_bytes"] = sum(p.numel() for p in model.parameters()) * 2
         out["floor"] = {str(b): bandwidth_floor(model.config, b, out["weight_bytes"]) for b in BATCHES}
         if "throughput" in parts:
             t0 = time.perf_counter()
-            out["throughput"] = _throughput_vllm(engine, vocab)
+            out["throughput"] = _throughput_vllm(engine, vocab, adapter="executor@0" if lora else None)
             out["throughput_seconds"] = round(time.perf_counter() - t0, 1)
             print(json.dumps({"partial": out}), flush=True)  # kept if a later part fails
         if "profile" in parts:
-            out["profile"] = _profile_vllm(engine, vocab)
+            out["profile"] = _profile_vllm(engine, vocab, adapter="executor@0" if lora else None)
             print(json.dumps({"partial": out}), flush=True)
-        if "consistency" in parts:
+        if "consistency" in parts and lora:  # its rows mix adapters; the no-LoRA diagnostic has none
             t0 = time.perf_counter()
             out["rows"], out["reference"] = _consistency_rows(
                 engine, vocab, root, pm,
@@ -537,6 +553,7 @@ def run(parts: tuple[str, ...] = ("consistency", "throughput"), labels=None, par
             ``random:smollm2-1.7b`` for SmolLM2-1.7B's shapes with random weights).
 
     Raises:
+        ValueError: a label that is not a configuration (before anything runs).
         RuntimeError: no CUDA here.
     """
     from rich.console import Console
@@ -544,6 +561,10 @@ def run(parts: tuple[str, ...] = ("consistency", "throughput"), labels=None, par
 
     from forms_bench.atomic import atomic_write_text
 
+    known = (*CONFIGS, "transformers", "transformers-base", "gradient")
+    unknown = [lb for lb in labels or () if lb not in known]
+    if unknown:
+        raise ValueError(f"unknown configuration(s) {', '.join(map(repr, unknown))}; known: {', '.join(known)}")
     require_cuda()
     labels = list(labels or ([lb for lb in CONFIGS if lb not in NOT_BY_DEFAULT]
                              + (["transformers"] if "throughput" in parts else [])
@@ -602,7 +623,7 @@ def run(parts: tuple[str, ...] = ("consistency", "throughput"), labels=None, par
         rate = {lb: r["throughput"] for lb, r in results.items() if r.get("throughput")}
         ratios = {}
         for b in map(str, BATCHES):
-            for num, den in ((c, d) for c in CONTRACT_LABELS for d in ("default", "transformers")):
+            for num, den in RATIOS:
                 if num in rate and den in rate:
                     ratios[f"{num} / {den}, B = {b}"] = rate[num][b]["tokens_per_s"] / rate[den][b]["tokens_per_s"]
         out["ratios"] = ratios
