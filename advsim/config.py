@@ -50,7 +50,7 @@ MOVED_MODEL_KEYS = {"engine": "kind", "consistency": "consistency", "max_model_l
 """Keys that lived under ``model:`` before the ``engine`` section existed → their name under ``engine:``."""
 
 
-@dataclass(config=_STRICT)
+@dataclass(config=_STRICT, frozen=True)
 class EngineConfig:
     """The rollout engine (:func:`policies.engines.make_engine` builds it from this section).
 
@@ -109,8 +109,8 @@ class EngineConfig:
 
         check_engine_settings(self.kind, self.device, self.dtype, where="engine.")
         on_vllm_cuda = (self.kind, self.device) == ("vllm", "cuda")
-        if self.cublas_linear is None:
-            self.cublas_linear = on_vllm_cuda
+        if self.cublas_linear is None:  # resolved once; the section is frozen, so it cannot go stale
+            object.__setattr__(self, "cublas_linear", on_vllm_cuda)
         elif self.cublas_linear and not on_vllm_cuda:
             raise ValueError(f"engine.cublas_linear is for vLLM on CUDA (engine.kind 'vllm', engine.device 'cuda'); "
                              f"this engine is kind {self.kind!r} on {self.device!r}")
@@ -488,12 +488,20 @@ def config_from_dict(data: dict) -> TrainConfig:
         raise ConfigError(str(exc)) from None
 
 
-def load_config(path: str | Path) -> TrainConfig:
+RUN_RECORD_DEFAULTS: dict[str, dict[str, Any]] = {"engine": {"cublas_linear": False}}
+"""Fields a run directory's ``config.yaml`` may lack because the run was saved before they
+existed, with the value such a run actually used (``engine.cublas_linear``: vLLM's Triton matmul;
+the default on vLLM + CUDA is cuBLAS since 2026-12-04). Applied by ``load_config(…, run_record=True)``."""
+
+
+def load_config(path: str | Path, *, run_record: bool = False) -> TrainConfig:
     """Read and validate a YAML config file (see :func:`config_from_dict`).
 
     A file must write out every section (``model``, ``engine``, ``optim``, ``warmstart``, ``rollout``,
     ``eval`` and the ``stageN`` of each stage it runs): a missing section would silently bring
     in paper-scale defaults. A key written twice is an error (YAML would keep the last).
+    ``run_record=True`` reads a run directory's own ``config.yaml``: a field of
+    :data:`RUN_RECORD_DEFAULTS` it lacks takes the value the run used, not today's default.
 
     Raises:
         ConfigError: unreadable YAML, a duplicated key, a missing section, an engine setting
@@ -511,6 +519,9 @@ def load_config(path: str | Path) -> TrainConfig:
         raise ConfigError(f"{path}: YAML nested too deeply") from None
     if isinstance(data, dict):
         _check_moved(data)
+        for section, fields in RUN_RECORD_DEFAULTS.items() if run_record else ():
+            if isinstance(data.get(section), dict):
+                data[section] = {**fields, **data[section]}
         stages = data.get("stages", [1, 2])
         needed = [s for s in SECTIONS if s not in ("stage1", "stage2")]
         needed += [f"stage{k}" for k in (1, 2) if isinstance(stages, list) and k in stages]

@@ -50,7 +50,7 @@ from typing import Any, Callable, Sequence
 from rich.console import Console
 from rich.table import Table
 
-from advsim.config import TrainConfig, load_config
+from advsim.config import TrainConfig
 from advsim.report import checkpoint_order
 from advsim.rollout import EpisodeSpec, run_episodes
 from forms_bench.atomic import atomic_write_json
@@ -266,7 +266,7 @@ def evaluate(run_dir: str | Path, tasks: str | None = None, seeds: int | None = 
         raise ValueError(f"judge must be 'strict' or 'lm', got {judge!r}")
     console = console or Console()
     run = RunDir(run_dir)
-    cfg: TrainConfig = load_config(run.path / "config.yaml")
+    cfg: TrainConfig = run.saved_config()
     done = run.completed()
     if not done:
         raise FileNotFoundError(f"{run.path}: no complete checkpoint to evaluate")

@@ -113,9 +113,11 @@ class Learner:
             # cuBLAS is deterministic only with a fixed workspace; vLLM's batch-invariant mode sets
             # :16:8 itself (also deterministic), which setdefault keeps
             os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
-        if self.device.type == "cuda" and e.kind == "vllm" and getattr(e, "cublas_linear", False):
-            # the engine's linear layers on cuBLAS need split-K off (a 1 KiB cuBLASLt workspace), which
-            # torch reads once, at the process's first cuBLASLt call: the learner's warm start comes first
+        if (self.device.type == "cuda" and e.kind == "vllm" and getattr(e, "cublas_linear", True)
+                and torch.cuda.get_device_capability(self.device)[0] == 9):
+            # the engine's linear layers on cuBLAS (Hopper only: policies.vllm_cuda_patches) need split-K off
+            # (a 1 KiB cuBLASLt workspace), which torch reads once, at the process's first cuBLASLt call: the
+            # learner's warm start comes first. Same default as make_engine's.
             os.environ.setdefault("CUBLASLT_WORKSPACE_SIZE", "1")
         self.cfg = cfg
         self.adapter_root = Path(adapter_root)

@@ -94,6 +94,21 @@ class RunDir:
         return [f"{k}: {old.get(k)!r} -> {fingerprint.get(k)!r}" for k in sorted(set(old) | set(fingerprint))
                 if old.get(k) != fingerprint.get(k)]
 
+    def saved_config(self) -> TrainConfig:
+        """The config this run was started with (``config.yaml``), fields added since at the value
+        the run used (:data:`advsim.config.RUN_RECORD_DEFAULTS`).
+
+        Raises:
+            RunFileError: no saved config, or it cannot be read or validated.
+        """
+        from advsim.config import ConfigError, load_config
+
+        p = self.path / "config.yaml"
+        try:
+            return load_config(p, run_record=True)
+        except ConfigError as exc:
+            raise RunFileError(f"{p}: the run's saved config cannot be read: {exc}") from None
+
     def config_changes(self, cfg: TrainConfig) -> list[str]:
         """How ``cfg`` differs from the config this run was started with (``config.yaml``), one
         ``"optim.learning_rate: 0.01 -> 0.5"`` per field, leaving out :data:`RESUMABLE_CHANGES`;
@@ -102,22 +117,10 @@ class RunDir:
         Raises:
             RunFileError: the saved config cannot be read or validated.
         """
-        import yaml
-
-        from advsim.config import ConfigError, config_from_dict
-
         p = self.path / "config.yaml"
         if not p.exists():
             return []
-        try:
-            raw = yaml.safe_load(p.read_text(encoding="utf-8"))
-            if isinstance(raw, dict) and isinstance(raw.get("engine"), dict):
-                # configs saved before engine.cublas_linear existed ran vLLM's Triton matmul (now the default
-                # on CUDA is cuBLAS), so such a run resumes only with the field set to false
-                raw["engine"].setdefault("cublas_linear", False)
-            saved = config_from_dict(raw).to_dict()
-        except (OSError, UnicodeDecodeError, yaml.YAMLError, ConfigError) as exc:
-            raise RunFileError(f"{p}: the run's saved config cannot be read: {exc}") from None
+        saved = self.saved_config().to_dict()
 
         def flat(d: dict, prefix: str = "") -> dict:
             out = {}

@@ -45,9 +45,15 @@ def check_run_dir(cfg: TrainConfig, run: RunDir, resume: bool) -> None:
     if latest:
         changes = run.config_changes(cfg)
         if changes:
+            from advsim.config import RUN_RECORD_DEFAULTS
+
+            added = [f"{s}.{k}: {v!r}" for s, fields in RUN_RECORD_DEFAULTS.items() for k, v in fields.items()
+                     if any(c.startswith(f"{s}.{k}:") for c in changes)]
+            hint = (f" ({', '.join(added)} is what this run used: its config.yaml predates the field, so write it "
+                    "out in the config you pass)") if added else ""
             raise RunExistsError(f"{run.path} was started with another config; resume it with its own "
                                  f"({run.path / 'config.yaml'}) or start a new run directory. Changed: "
-                                 + "; ".join(changes))
+                                 + "; ".join(changes) + hint)
 
 
 def phases(cfg: TrainConfig) -> list[str]:

@@ -259,7 +259,7 @@ def install(shapes: Iterable[tuple[int, int]], max_rows: int = 8192,
 
 def _refuse(reason: str) -> tuple[bool, str]:
     _STATE["reason"] = reason
-    log.warning("cuBLAS linear patch not installed: %s", reason)
+    log.info("cuBLAS linear patch not installed: %s", reason)  # VLLMEngine warns, once, with the kernel it keeps
     return False, reason
 
 

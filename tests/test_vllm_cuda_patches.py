@@ -153,25 +153,41 @@ def test_cublas_linear_outside_vllm_on_cuda_is_a_config_error():
 
 def test_cublas_linear_defaults_on_for_vllm_on_cuda_and_old_runs_keep_their_kernel(monkeypatch, tmp_path):
     """Default null resolves to on for vLLM on CUDA (the contract's fastest proven kernel), off for
-    the torch engine; a run saved before the field existed ran vLLM's Triton matmul, so resuming
-    it under the new default is a config change (``RunDir.config_changes``)."""
+    the torch engine, once (the engine section is frozen). A run saved before the field existed ran
+    vLLM's Triton matmul: its saved config reads back with it false (``RunDir.saved_config``, what
+    ``advsim eval --run`` uses), so resuming it under today's default is a config change whose
+    error says what to write."""
+    import dataclasses
+
     import yaml
 
     import advsim.config as config_mod
     from advsim.config import EngineConfig, config_from_dict
     from advsim.run import RunDir
+    from advsim.train import RunExistsError, check_run_dir
+    from tests.test_train import TINY
 
     monkeypatch.setattr("policies.engines.check_engine_settings", lambda *a, **k: None)
     monkeypatch.setattr(config_mod, "_memory_gib", lambda device="cpu": 141)  # an H200, as seen from here
-    assert EngineConfig(kind="vllm", device="cuda", dtype="bfloat16").cublas_linear is True
+    e = EngineConfig(kind="vllm", device="cuda", dtype="bfloat16")
+    assert e.cublas_linear is True
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        e.kind = "torch"  # would leave cublas_linear stale
     assert EngineConfig(kind="vllm", device="cuda", dtype="bfloat16", cublas_linear=False).cublas_linear is False
     assert EngineConfig(kind="torch", device="cuda", dtype="bfloat16").cublas_linear is False
     cuda = {"kind": "vllm", "device": "cuda", "dtype": "bfloat16"}
-    cfg = config_from_dict({"engine": cuda})
+    cfg = config_from_dict({**TINY, "engine": {**TINY["engine"], **cuda}})
     assert cfg.to_dict()["engine"]["cublas_linear"] is True
     run = RunDir(tmp_path / "run")
-    (run.path / "config.yaml").write_text(yaml.safe_dump({"engine": cuda}))  # saved before the field existed
+    legacy = cfg.to_dict()
+    del legacy["engine"]["cublas_linear"]  # a config.yaml saved before the field existed
+    (run.path / "config.yaml").write_text(yaml.safe_dump(legacy))
+    assert run.saved_config().engine.cublas_linear is False
     assert run.config_changes(cfg) == ["engine.cublas_linear: False -> True"]
-    assert run.config_changes(config_from_dict({"engine": {**cuda, "cublas_linear": False}})) == []
+    assert run.config_changes(config_from_dict({**legacy, "engine": {**legacy["engine"], "cublas_linear": False}})) == []
+    monkeypatch.setattr(run, "latest", lambda: ("capability-iter-1", {}))
+    with pytest.raises(RunExistsError, match=r"Changed: engine.cublas_linear: False -> True \(engine.cublas_linear: "
+                                             r"False is what this run used: its config.yaml predates the field"):
+        check_run_dir(cfg, run, resume=True)
     (run.path / "config.yaml").write_text(yaml.safe_dump(cfg.to_dict()))  # saved since: the resolved value
-    assert run.config_changes(cfg) == []
+    assert run.config_changes(cfg) == [] and run.saved_config().engine.cublas_linear is True

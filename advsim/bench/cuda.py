@@ -576,7 +576,7 @@ def run(parts: tuple[str, ...] = ("consistency", "throughput"), labels=None, par
               flush=True)
         if partial is not None:
             atomic_write_text(partial, json.dumps({"configs": results}, indent=1))
-    out: dict = {"model": f"{backbone} bf16 + LoRA r=8 role adapters", "backbone": backbone, "configs": results}
+    out: dict = {"model": f"{backbone} bf16 + LoRA r=8 role adapters (none in the -base rows)", "backbone": backbone, "configs": results}
     con = Console()
     for lb, r in results.items():
         if "error" in r:
@@ -610,7 +610,7 @@ def run(parts: tuple[str, ...] = ("consistency", "throughput"), labels=None, par
     if "throughput" in parts:
         floor = next((r["floor"] for r in results.values() if "floor" in r), {})
         table = Table(title=f"Generated tokens/s on CUDA: {PROMPT_TOKENS}-token prompts, {NEW_TOKENS} new tokens, "
-                            "executor adapter on every request, median of 2")
+                            "executor adapter on every request (none in -base rows), median of 2")
         for col in ("engine", *(f"B = {b}" for b in BATCHES), *(f"of floor, B = {b}" for b in BATCHES)):
             table.add_column(col, justify="left" if col == "engine" else "right")
         for lb, r in results.items():
