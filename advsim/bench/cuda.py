@@ -100,6 +100,12 @@ HBM_BYTES_PER_S = 4.3e12
 ADAPTERS = (None, "executor@0", "curriculum@0", "adversary@0")
 
 
+def known_labels() -> tuple[str, ...]:
+    """Every configuration :func:`run` can measure: :data:`CONFIGS`, then ``transformers``,
+    ``transformers-base`` and ``gradient``."""
+    return (*CONFIGS, "transformers", "transformers-base", "gradient")
+
+
 def require_cuda() -> None:
     """Raise ``RuntimeError`` with a clear message when CUDA is not available here."""
     import torch
@@ -561,7 +567,7 @@ def run(parts: tuple[str, ...] = ("consistency", "throughput"), labels=None, par
 
     from forms_bench.atomic import atomic_write_text
 
-    known = (*CONFIGS, "transformers", "transformers-base", "gradient")
+    known = known_labels()
     unknown = [lb for lb in labels or () if lb not in known]
     if unknown:
         raise ValueError(f"unknown configuration(s) {', '.join(map(repr, unknown))}; known: {', '.join(known)}")
@@ -660,8 +666,12 @@ if __name__ == "__main__":  # one configuration's measurement, as JSON on the la
         os.environ.setdefault("PYTHONUNBUFFERED", "1")
         out_path = Path(sys.argv[1])
         chosen = sys.argv[2].split(",") if len(sys.argv) > 2 and sys.argv[2] != "all" else None
-        res = run(labels=chosen, partial=out_path.with_suffix(".partial.json"),
-                  timeout=float(sys.argv[3]) if len(sys.argv) > 3 else 900,
-                  backbone=sys.argv[4] if len(sys.argv) > 4 else DEFAULT_BACKBONE,
-                  **({"parts": tuple(sys.argv[5].split(","))} if len(sys.argv) > 5 else {}))
+        try:
+            res = run(labels=chosen, partial=out_path.with_suffix(".partial.json"),
+                      timeout=float(sys.argv[3]) if len(sys.argv) > 3 else 900,
+                      backbone=sys.argv[4] if len(sys.argv) > 4 else DEFAULT_BACKBONE,
+                      **({"parts": tuple(sys.argv[5].split(","))} if len(sys.argv) > 5 else {}))
+        except (ValueError, RuntimeError) as exc:  # an unknown label, no CUDA: one line, not a traceback
+            print(f"error: {exc}", file=sys.stderr)
+            sys.exit(2)
         atomic_write_text(out_path, json.dumps(res, indent=1))
