@@ -14,7 +14,11 @@ Layout of ``runs/<id>/``::
                               (:class:`EpisodeStore`); removed when its checkpoint completes
     report.md, *.png          written by advsim.report
 
-Every write is atomic (temporary file + rename). A checkpoint is complete once ``LATEST``
+Every file but the three logs is written atomically (temporary file + fsync + rename). The logs
+are appended to in place (:func:`forms_bench.atomic.append_jsonl`: one write + fsync per append,
+earlier bytes never rewritten, so a 40,000-episode ``trajectories.jsonl`` costs linear I/O); a
+crash mid-append can leave only a torn last line without its ``\n``, which :meth:`RunDir.read`
+ignores and the next append (or the resume) removes. A checkpoint is complete once ``LATEST``
 names it: ``LATEST`` is written last, so a run killed mid-checkpoint resumes from the previous
 one. Log rows carry the name of the phase that wrote them; on resume, rows written after the
 last complete checkpoint are dropped, so a resumed run's logs equal an uninterrupted run's.
@@ -38,7 +42,7 @@ from pathlib import Path
 from typing import Any, Iterable, Iterator
 
 from advsim.config import TrainConfig, dump_config
-from forms_bench.atomic import atomic_append_jsonl, atomic_write_bytes, atomic_write_json, atomic_write_text
+from forms_bench.atomic import append_jsonl, atomic_write_bytes, atomic_write_json, atomic_write_text
 
 LOGS = ("events.jsonl", "proposals.jsonl", "trajectories.jsonl")
 # config fields that may change when a run resumes: where and how fast it runs, not what it computes
@@ -137,26 +141,48 @@ class RunDir:
 
     # -- logs --------------------------------------------------------------------------------
     def log(self, name: str, rows: Iterable[dict[str, Any]]) -> None:
-        """Append rows to ``name`` (one of :data:`LOGS`), atomically."""
+        """Append rows to ``name`` (one of :data:`LOGS`) and fsync
+        (:func:`forms_bench.atomic.append_jsonl`: earlier rows are never rewritten; a crash leaves
+        at most a torn last line, which :meth:`read` ignores and the next append removes)."""
         if name not in LOGS:
             raise ValueError(f"unknown log {name!r}; expected one of {LOGS}")
-        atomic_append_jsonl(self.path / name, rows)
+        append_jsonl(self.path / name, rows)
 
     def read(self, name: str) -> list[dict]:
-        """All rows of a log ([] if absent)."""
+        """All rows of a log ([] if absent). A final fragment without its terminating ``\n`` (the
+        torn tail a crash in the middle of an append leaves) is ignored; blank lines are skipped.
+
+        Raises:
+            RunFileError: a ``\n``-terminated line is not JSON.
+        """
+        return self._scan(name)[2]
+
+    def _scan(self, name: str) -> tuple[bytes, list[int], list[dict]]:
+        """(the log's bytes, the offset just past each row's ``\n``, the rows) — see :meth:`read`.
+
+        Lines are split on ``\n`` only: ``json.dumps(ensure_ascii=False)`` leaves U+2028, U+2029
+        and U+0085 unescaped inside strings, and ``str.splitlines`` would break a row there.
+        """
         p = self.path / name
         if not p.exists():
-            return []
-        rows = []
-        for i, line in enumerate(p.read_text(encoding="utf-8", errors="replace").splitlines(), start=1):
-            if not line.strip():
+            return b"", [], []
+        data = p.read_bytes()
+        ends: list[int] = []
+        rows: list[dict] = []
+        start = 0
+        for i, line in enumerate(data.split(b"\n")[:-1], start=1):  # [-1]: b"" or the torn tail
+            start += len(line) + 1
+            text = line.decode("utf-8", errors="replace")
+            if not text.strip():
                 continue
             try:
-                rows.append(json.loads(line))
+                rows.append(json.loads(text))
             except json.JSONDecodeError as exc:
-                raise RunFileError(f"{p}, line {i}: not a JSON row ({exc.msg}); the run's logs are written "
-                                   "atomically, so this file was changed by hand or copied in part") from None
-        return rows
+                raise RunFileError(f"{p}, line {i}: not a JSON row ({exc.msg}); a crash can only leave a torn "
+                                   "last line without its newline, so this file was changed by hand or copied "
+                                   "in part") from None
+            ends.append(start)
+        return data, ends, rows
 
     # -- checkpoints -------------------------------------------------------------------------
     def checkpoint_dir(self, name: str) -> Path:
@@ -207,16 +233,21 @@ class RunDir:
         return name, state
 
     def rollback_logs(self) -> None:
-        """Drop log rows written after the last complete checkpoint (used on resume), and
-        checkpoint folders that never completed."""
+        """Drop log rows written after the last complete checkpoint (used on resume), a torn
+        last line left by a crash, and checkpoint folders that never completed.
+
+        A log is cut to the bytes of its first ``log_lengths`` rows (kept byte for byte), written
+        atomically (:func:`forms_bench.atomic.atomic_write_bytes`), so a crash during the resume
+        leaves the old file or the cut one; a log that needs no cut is left untouched.
+        """
         latest = self.latest()
         lengths = latest[1]["log_lengths"] if latest else {log: 0 for log in LOGS}
         for log in LOGS:
-            rows = self.read(log)
-            keep = rows[: lengths.get(log, 0)]
-            if len(keep) != len(rows):
-                atomic_write_text(self.path / log, "".join(json.dumps(r, sort_keys=True, ensure_ascii=False) + "\n"
-                                                          for r in keep))
+            data, ends, rows = self._scan(log)
+            n = lengths.get(log, 0)
+            cut = (ends[n - 1] if n else 0) if n < len(rows) else data.rfind(b"\n") + 1
+            if cut < len(data):
+                atomic_write_bytes(self.path / log, data[:cut])
         done = set(self.completed())
         for d in (self.path / "checkpoints").iterdir():
             if d.is_dir() and d.name not in done:

@@ -1,4 +1,6 @@
-"""Atomic file writes for every package (temporary file + fsync + rename), and files checked
+"""Atomic file writes for every package (temporary file + fsync + rename), appends to JSONL
+logs that never rewrite earlier bytes (:func:`append_jsonl`: fsync per append, a crash leaves at
+most a torn last line that readers drop and the next append removes), and files checked
 against a recorded SHA-256 (:func:`write_checksummed`, :func:`read_checksummed`: the frozen form
 test set, the ledger suite and any suite file ``worlds.ledger.suite.load_suite`` verifies).
 
@@ -57,15 +59,61 @@ def atomic_write_json(path: str | os.PathLike, obj: Any) -> Path:
     return atomic_write_text(path, json.dumps(obj, indent=2, sort_keys=True, ensure_ascii=False) + "\n")
 
 
-def atomic_append_jsonl(path: str | os.PathLike, rows: Iterable[dict]) -> Path:
-    """Append rows to a JSONL file by rewriting it atomically (old content + new rows).
+def _drop_torn_tail(fh, block: int = 1 << 16) -> None:
+    """Truncate the open binary file ``fh`` just after its last ``\n`` when it does not end in
+    one (the fragment a crash in the middle of an append leaves); reads backwards from the end in
+    blocks of ``block`` bytes, never the whole file. A file with no ``\n`` at all is emptied."""
+    size = fh.seek(0, os.SEEK_END)
+    if size == 0:
+        return
+    fh.seek(size - 1)
+    if fh.read(1) == b"\n":
+        return
+    end = size
+    cut = 0
+    while end > 0:
+        start = max(0, end - block)
+        fh.seek(start)
+        i = fh.read(end - start).rfind(b"\n")
+        if i >= 0:
+            cut = start + i + 1
+            break
+        end = start
+    fh.truncate(cut)
 
-    Suited to the product's small logs (events, proposals); a crash never leaves a torn line.
+
+def append_jsonl(path: str | os.PathLike, rows: Iterable[dict]) -> Path:
+    """Append ``rows`` to the JSONL file ``path`` in time linear in the rows, not the file.
+
+    The rows are serialised first (``json.dumps`` with sorted keys, non-ASCII kept, one per
+    line, each ending in ``\n``), so a row that cannot be serialised raises before the file is
+    touched. Then the file (created, with its parent folders, if missing) is opened in append
+    mode, a torn fragment at its end is truncated (see below), the whole chunk is written with
+    one ``write`` call, and the file is flushed and ``os.fsync``-ed before this returns.
+
+    What is guaranteed: once this returns, the rows are on disk. The earlier bytes of the file
+    are never rewritten (same inode, same prefix). A crash during the write can leave only a
+    *torn tail*: zero or more of the new rows complete, then one last fragment without its
+    terminating ``\n``. A line is therefore either fully present (``\n``-terminated) or that
+    final fragment, which readers must drop (:meth:`advsim.run.RunDir.read` does) and which the
+    next append truncates before writing. This is not all-or-nothing for a batch of rows: a
+    crash may keep some rows of the batch and lose the rest (the caller's checkpoint records
+    how many rows count; ``advsim.run.RunDir.rollback_logs`` drops the others on resume).
+    Single writer only: concurrent appenders to one file are not supported. "Crash" means the
+    process dying (SIGKILL, OOM); after a power loss the same holds where the file system writes
+    a file's data before its new size (ext4's default ``data=ordered``). The parent folder is not
+    fsync-ed when the file is created (as in :func:`atomic_write_bytes`). Returns ``path``.
     """
     path = Path(path)
-    old = path.read_bytes() if path.exists() else b""
-    new = "".join(json.dumps(r, sort_keys=True, ensure_ascii=False) + "\n" for r in rows).encode("utf-8")
-    return atomic_write_bytes(path, old + new)
+    chunk = "".join(json.dumps(r, sort_keys=True, ensure_ascii=False) + "\n" for r in rows).encode("utf-8")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a+b") as fh:  # O_APPEND: every write lands at the end, whatever the position
+        _drop_torn_tail(fh)
+        if chunk:
+            fh.write(chunk)
+        fh.flush()
+        os.fsync(fh.fileno())
+    return path
 
 
 class ChecksumError(ValueError):

@@ -6,7 +6,9 @@
 - ``update:N``    — right after the N-th GRPO update published its adapter version,
 - ``commit:NAME`` — inside the commit of checkpoint NAME, after its optimizer state and
   ``state.json`` were written but before ``LATEST`` points at it,
-- ``chunk:N``     — right after the N-th chunk of rollouts was saved (in the middle of a phase).
+- ``chunk:N``     — right after the N-th chunk of rollouts was saved (in the middle of a phase),
+- ``append:N``    — in the middle of the N-th log append: half of its bytes written (a torn last
+  line, as a crash mid-``write`` leaves), then killed.
 
 Every run here saves rollouts in chunks of 2 episodes (``rollout.chunk_episodes``).
 
@@ -62,6 +64,27 @@ def arm(point: str) -> None:
             return original_write(path, text, *a, **kw)
 
         run_mod.atomic_write_text = write_text
+    elif kind == "append":
+        import json
+
+        original_append = run_mod.append_jsonl
+        count = {"n": 0}
+
+        def append(path, rows):
+            rows = list(rows)
+            count["n"] += 1
+            if count["n"] == int(arg):
+                data = "".join(json.dumps(r, sort_keys=True, ensure_ascii=False) + "\n" for r in rows).encode()
+                half = data[: len(data) // 2].rstrip(b"\n")
+                assert half, "pick an append with rows"
+                with open(path, "ab") as fh:
+                    fh.write(half)
+                    fh.flush()
+                    os.fsync(fh.fileno())
+                _die()
+            return original_append(path, rows)
+
+        run_mod.append_jsonl = append
     else:
         raise SystemExit(f"unknown kill point {point!r}")
 

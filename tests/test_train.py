@@ -214,8 +214,9 @@ def test_a_failing_world_fails_only_its_episode():
 @pytest.mark.slow
 def test_sigkill_at_three_points_then_resume_gives_the_same_adapters(tmp_path):
     """A real SIGKILL (subprocess) in the warm start, inside a checkpoint commit, between the
-    two updates of a stage-2 iteration and after a saved chunk of rollouts; each run is resumed until it completes, and must end with the adapter files,
-    logs and checkpoint list of an uninterrupted run, byte for byte."""
+    two updates of a stage-2 iteration, after a saved chunk of rollouts and in the middle of a log
+    append (a torn last line); each run is resumed until it completes, and must end with the
+    adapter files, logs and checkpoint list of an uninterrupted run, byte for byte."""
     import signal
     import subprocess
     import sys
@@ -232,7 +233,8 @@ def test_sigkill_at_three_points_then_resume_gives_the_same_adapters(tmp_path):
     # updates: curriculum + executor per stage-1 iteration (×2), then adversary + executor in
     # stage 2 — update 5 is the adversary's, in the middle of robust-iter-1
     # chunk:14 stops robust-iter-1 right after its first chunk of success-flip replays was saved
-    for point in ("sft:2", "commit:capability-iter-1", "update:5", "chunk:14"):
+    # append:5 tears a log append of capability-iter-1 (after the warm start's checkpoint)
+    for point in ("sft:2", "commit:capability-iter-1", "update:5", "chunk:14", "append:5"):
         part = tmp_path / point.replace(":", "-")
         killed = launch(part, "--kill", point)
         assert killed.returncode == -signal.SIGKILL, killed.stderr[-2000:]

@@ -1,0 +1,158 @@
+"""The run logs' append (``forms_bench.atomic.append_jsonl``) and their reading back
+(``advsim.run.RunDir.read``, ``rollback_logs``): linear-time appends that never rewrite earlier
+bytes, a torn last line after a crash that readers drop and the next append removes."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+from advsim.run import RunDir, RunFileError
+from forms_bench.atomic import append_jsonl
+
+
+def _line(row: dict) -> bytes:
+    return (json.dumps(row, sort_keys=True, ensure_ascii=False) + "\n").encode("utf-8")
+
+
+def test_run_log_append_three_batches_gives_those_rows_in_order(tmp_path):
+    run = RunDir(tmp_path / "r")
+    batches = [[{"i": 0, "b": "x"}], [{"i": 1}, {"i": 2, "z": [1, 2]}], [{"i": 3, "text": "é ✓"}]]
+    for batch in batches:
+        run.log("events.jsonl", batch)
+    assert run.read("events.jsonl") == [{"i": 0, "b": "x"}, {"i": 1}, {"i": 2, "z": [1, 2]}, {"i": 3, "text": "é ✓"}]
+    # the bytes: one key-sorted line per row, non-ASCII kept, nothing else
+    assert (run.path / "events.jsonl").read_bytes() == (
+        b'{"b": "x", "i": 0}\n{"i": 1}\n{"i": 2, "z": [1, 2]}\n' + '{"i": 3, "text": "é ✓"}\n'.encode("utf-8"))
+    run.log("events.jsonl", [])  # an empty batch changes nothing
+    assert len(run.read("events.jsonl")) == 4
+
+
+def test_run_log_rows_with_unicode_line_separators_read_back(tmp_path):
+    """json.dumps(ensure_ascii=False) leaves U+2028, U+2029 and U+0085 raw inside strings; the log
+    is split on "\\n" only, so such a row (page text, model output) reads back whole."""
+    run = RunDir(tmp_path / "r")
+    rows = [{"t": "a\u2028b"}, {"t": "c\u2029d\x85e"}, {"t": "f\rg"}]
+    run.log("trajectories.jsonl", rows)
+    assert run.read("trajectories.jsonl") == rows
+
+
+def test_run_log_torn_tail_is_ignored_then_removed_by_the_next_append(tmp_path):
+    run = RunDir(tmp_path / "r")
+    p = run.path / "events.jsonl"
+    p.write_bytes(b'{"a": 1}\n{"b":')
+    assert run.read("events.jsonl") == [{"a": 1}]
+    run.log("events.jsonl", [{"c": 2}, {"d": 3}])
+    assert run.read("events.jsonl") == [{"a": 1}, {"c": 2}, {"d": 3}]
+    assert p.read_bytes() == b'{"a": 1}\n{"c": 2}\n{"d": 3}\n'  # no fragment left
+    # a complete but unterminated last row is a torn tail too (a crash just before its "\n")
+    p.write_bytes(b'{"a": 1}\n{"b": 2}')
+    assert run.read("events.jsonl") == [{"a": 1}]
+    run.log("events.jsonl", [{"e": 4}])
+    assert p.read_bytes() == b'{"a": 1}\n{"e": 4}\n'
+    # a file holding only a fragment is emptied before the append
+    p.write_bytes(b'{"only": ')
+    assert run.read("events.jsonl") == []
+    run.log("events.jsonl", [{"f": 5}])
+    assert p.read_bytes() == b'{"f": 5}\n'
+
+
+def test_run_log_cut_at_every_byte_of_the_last_append_reads_a_prefix_and_recovers(tmp_path):
+    """Every state a crash during an append can leave (the file cut anywhere inside the new
+    bytes) reads back as the old rows plus the new rows completed so far, and the next append
+    continues from exactly those."""
+    run = RunDir(tmp_path / "r")
+    p = run.path / "proposals.jsonl"
+    old = [{"i": 0}, {"i": 1, "s": "ü"}]
+    new = [{"i": 2, "s": "✓✓"}, {"i": 3}]
+    full = b"".join(map(_line, old + new))
+    base = len(b"".join(map(_line, old)))
+    ends = [base + len(_line(new[0])), len(full)]
+    for cut in range(base, len(full) + 1):
+        p.write_bytes(full[:cut])
+        done = sum(cut >= e for e in ends)
+        assert run.read("proposals.jsonl") == old + new[:done], cut
+        run.log("proposals.jsonl", [{"next": cut}])
+        assert run.read("proposals.jsonl") == old + new[:done] + [{"next": cut}], cut
+        assert p.read_bytes() == b"".join(map(_line, old + new[:done] + [{"next": cut}])), cut
+
+
+def test_run_log_torn_tail_longer_than_a_read_block_is_found_backwards(tmp_path):
+    """The last "\\n" is searched backwards from the end in 64 KiB blocks: a fragment spanning
+    several blocks is still cut at the right byte."""
+    p = tmp_path / "t.jsonl"
+    head = b"".join(_line({"i": i, "pad": "x" * 100}) for i in range(1000))  # ~110 KB
+    p.write_bytes(head + b'{"torn": "' + b"y" * 200_000)
+    append_jsonl(p, [{"i": "new"}])
+    assert p.read_bytes() == head + b'{"i": "new"}\n'
+
+
+def test_run_log_malformed_complete_line_still_raises(tmp_path):
+    run = RunDir(tmp_path / "r")
+    p = run.path / "events.jsonl"
+    p.write_bytes(b'{"a": 1}\n{"b": \n{"c": 3}\n')
+    with pytest.raises(RunFileError, match=r"events.jsonl, line 2: not a JSON row"):
+        run.read("events.jsonl")
+    # a malformed last line that has its "\n" is not a torn tail either
+    p.write_bytes(b'{"a": 1}\n{"b": \n')
+    with pytest.raises(RunFileError, match=r"events.jsonl, line 2: not a JSON row"):
+        run.read("events.jsonl")
+    # nor is one followed by a torn tail
+    p.write_bytes(b'{"a": 1}\nnot json\n{"c"')
+    with pytest.raises(RunFileError, match=r"events.jsonl, line 2: not a JSON row"):
+        run.read("events.jsonl")
+
+
+def test_run_log_append_does_not_rewrite_earlier_bytes(tmp_path):
+    run = RunDir(tmp_path / "r")
+    p = run.path / "trajectories.jsonl"
+    run.log("trajectories.jsonl", [{"episode": i, "actions": ["click"] * i} for i in range(50)])
+    before, ino = p.read_bytes(), os.stat(p).st_ino
+    run.log("trajectories.jsonl", [{"episode": 50}])
+    assert os.stat(p).st_ino == ino  # the same file, not a renamed copy
+    after = p.read_bytes()
+    assert after[: len(before)] == before and after[len(before):] == b'{"episode": 50}\n'
+    assert not [f for f in os.listdir(run.path) if f.endswith(".tmp")]
+
+
+def test_run_log_serialisation_error_writes_nothing(tmp_path):
+    run = RunDir(tmp_path / "r")
+    p = run.path / "events.jsonl"
+    p.write_bytes(b'{"a": 1}\n{"torn')
+    with pytest.raises(TypeError):
+        run.log("events.jsonl", [{"ok": 1}, {"bad": {1, 2}}])
+    assert p.read_bytes() == b'{"a": 1}\n{"torn'  # not even the torn tail was touched
+    with pytest.raises(TypeError):
+        append_jsonl(tmp_path / "new" / "x.jsonl", [{"bad": object()}])
+    assert not (tmp_path / "new").exists()
+
+
+def test_run_checkpoint_counts_and_rollback_keep_only_complete_committed_rows(tmp_path):
+    run = RunDir(tmp_path / "r")
+    p = run.path / "events.jsonl"
+    run.log("events.jsonl", [{"i": 0}, {"i": 1}])
+    with p.open("ab") as fh:
+        fh.write(b'{"i": 2, "to')  # a crash in the middle of the next append
+    run.commit_checkpoint("warmstart", {"versions": {}})
+    assert run.latest()[1]["log_lengths"] == {"events.jsonl": 2, "proposals.jsonl": 0, "trajectories.jsonl": 0}
+    # rows after the checkpoint, then another crash: the resume cuts back to the 2 rows, byte for byte
+    run.log("events.jsonl", [{"i": 2}, {"i": 3}])
+    run.log("proposals.jsonl", [{"p": 0}])
+    with p.open("ab") as fh:
+        fh.write(b'{"i": 4')
+    run.rollback_logs()
+    assert p.read_bytes() == b'{"i": 0}\n{"i": 1}\n'
+    assert (run.path / "proposals.jsonl").read_bytes() == b""
+    # nothing to drop but a torn tail: the resume removes the tail and keeps the rows
+    with p.open("ab") as fh:
+        fh.write(b'{"i"')
+    run.rollback_logs()
+    assert p.read_bytes() == b'{"i": 0}\n{"i": 1}\n'
+    # a clean log with exactly the checkpointed rows is left alone (same file)
+    ino = os.stat(p).st_ino
+    run.rollback_logs()
+    assert os.stat(p).st_ino == ino and p.read_bytes() == b'{"i": 0}\n{"i": 1}\n'
+    run.log("events.jsonl", [{"i": 2}])
+    assert run.read("events.jsonl") == [{"i": 0}, {"i": 1}, {"i": 2}]
