@@ -231,7 +231,8 @@ def stage1_iteration(learner, io: RoleIO, run, t: int, suite=None) -> dict[str, 
            "executor_success": statistics.fmean(e.success for c in chunks for e in c) if chunks else None,
            "executor_groups": s1.executor_groups,
            "parse": {"curriculum": _parse_report(gens, errors), "executor": _executor_parse(list(ctrl) + list(eps))},
-           "curriculum": cur_stats, "executor": ex_stats, "seconds": round(time.perf_counter() - started, 1)}
+           "curriculum": cur_stats, "executor": ex_stats, "engine": learner.engine_record(),
+           "seconds": round(time.perf_counter() - started, 1)}
     run.log("events.jsonl", [row])
     return row
 
@@ -402,7 +403,8 @@ def stage2_iteration(learner, io: RoleIO, run, t: int, history: list[dict], suit
            "executor_attacked_success": statistics.fmean(e.success for e in attacked) if attacked else None,
            "executor_clean_success": statistics.fmean(e.success for e in clean) if clean else None,
            "parse": {"adversary": _parse_report(gens, errors), "executor": _executor_parse(list(ctrl) + list(eps))},
-           "adversary": adv_stats, "executor": ex_stats, "seconds": round(time.perf_counter() - started, 1)}
+           "adversary": adv_stats, "executor": ex_stats, "engine": learner.engine_record(),
+           "seconds": round(time.perf_counter() - started, 1)}
     run.log("events.jsonl", [row])
     return row
 

@@ -160,6 +160,22 @@ class Learner:
                 self._register(ref, path)
         return self._engine
 
+    def engine_record(self) -> dict[str, str] | None:
+        """What generated the rollouts, for the run's events (``None`` until the engine has started):
+        ``{"kind", "device", "dtype", "class"}`` from the config and the engine object, plus, for vLLM
+        on CUDA, ``"linear_kernel"`` (``"cublas"``, ``"triton"`` — vLLM's batch-invariant matmul — or
+        ``"vllm default"``) and ``"linear_kernel_reason"`` (the proof or the reason for a fallback,
+        :class:`policies.engines.VLLMEngine`), so a report names the kernels its diff = 0 was measured on."""
+        if self._engine is None:
+            return None
+        e = self.cfg.engine
+        out = {"kind": e.kind, "device": e.device, "dtype": e.dtype, "class": type(self._engine).__name__}
+        kernel = getattr(self._engine, "linear_kernel", None)
+        if kernel:
+            out["linear_kernel"] = kernel
+            out["linear_kernel_reason"] = getattr(self._engine, "linear_kernel_reason", "")
+        return out
+
     def _register(self, ref: str, path: Path) -> None:
         """Remember version ``ref`` (saved in ``path``) and publish it to the engine, if one runs."""
         self._saved[ref] = path

@@ -276,6 +276,26 @@ def curriculum_level_lines(proposals: list[dict]) -> list[str]:
     return out
 
 
+def engine_lines(events: list[dict]) -> list[str]:
+    """The report's lines naming the rollout engine of the training updates (the ``"engine"`` key
+    :meth:`advsim.learner.Learner.engine_record` puts in each stage row): one sentence when every
+    update ran on the same engine and kernels, else one bullet per engine with the updates
+    (``stage.iteration``) it served; ``[]`` for events written before the key existed."""
+    engines: dict[str, list[str]] = {}
+    for e in events:
+        eng = e.get("engine")
+        if eng and "stage" in e:
+            text = (f"{eng['kind']} engine (`{eng.get('class', '?')}`) on {eng['device']}, {eng['dtype']}"
+                    + (f"; linear layers: {eng['linear_kernel']} ({eng.get('linear_kernel_reason', '')})"
+                       if eng.get("linear_kernel") else ""))
+            engines.setdefault(text, []).append(f"{e['stage']}.{e['iteration']}")
+    if len(engines) == 1:
+        return [f"Rollouts: {next(iter(engines))}.", ""]
+    if engines:  # e.g. a run resumed on another card, where the engine fell back to another kernel
+        return ["Rollouts:", ""] + [f"- {', '.join(its)}: {text}" for text, its in engines.items()] + [""]
+    return []
+
+
 def write_report(run_dir: str | Path, results: dict) -> Path:
     """Write ``report.md`` and the plots into ``run_dir``; returns the report path."""
     from advsim.run import RunDir
@@ -397,7 +417,9 @@ def write_report(run_dir: str | Path, results: dict) -> Path:
                          if "curriculum_prior_agreement" in chk else "") + "."]
     train_rows = [e for e in events if "stage" in e]
     if train_rows:
-        lines += ["", "## Training updates", "",
+        lines += ["", "## Training updates", ""]
+        lines += engine_lines(train_rows)
+        lines += [
                   "| stage.iter | tasks | executor success (rollouts) | parse: executor / curriculum / adversary | "
                   "informative groups: executor / curriculum / adversary | R_C max / R_A mean | flip (n) vs null (n) | "
                   "executor update: diff max (samples trained / given, optimizer steps) |", "|---|---|---|---|---|---|---|---|"]

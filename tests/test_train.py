@@ -81,6 +81,8 @@ def test_tiny_pipeline_writes_run_and_resume_is_bit_exact(tmp_path):
     # every update reported its diff; TorchEngine is "measure" only, so just finite numbers here
     for e in events:
         assert e["executor"]["samples"] > 0 and e["executor"]["diff"]["max"] >= 0.0
+        # each update names the engine that generated its rollouts (no linear_kernel: not vLLM on CUDA)
+        assert e["engine"] == {"kind": "torch", "device": "cpu", "dtype": "float32", "class": "TorchEngine"}
     assert (full / "config.yaml").read_text().startswith("name: tiny\n")
     assert len(run.read("trajectories.jsonl")) > 0 and len(run.read("proposals.jsonl")) == 6 + 2 + 2 + 2  # probes, 2 stage-1 iterations, stage 2
     with pytest.raises(RunExistsError):
@@ -145,6 +147,7 @@ def test_eval_and_report_on_the_tiny_run(tmp_path):
     assert "## Per stratum, test sample (%)" in text and "SafeActBench" not in text  # the web has no metrics
     assert "| robust-iter-1 | executor@" in text and "| capability-iter-1 | sim clean |" in text
     assert "## Wall time per phase" in text and "| robust-iter-1 | evaluation |" in text
+    assert "## Training updates\n\nRollouts: torch engine (`TorchEngine`) on cpu, float32.\n\n| stage.iter |" in text
     assert all(res["seconds"] > 0 for res in results["checkpoints"].values())
     assert f"| robust-iter-1 | sim clean | 0.0 | 0 | {clean['judge_fail_strict_pass']} | 10 |" in text
     for png in ("completion.png", "groups.png", "training.png"):
@@ -636,3 +639,22 @@ def test_resume_refuses_another_tokenizer(tmp_path):
     (tmp_path / "tokenizer.json").write_text("[1, 2")
     with pytest.raises(RunFileError, match="tokenizer.json: the run's tokenizer fingerprint cannot be read"):
         RunDir(tmp_path).tokenizer_changes(rec)
+
+
+def test_report_names_each_rollout_engine_and_its_linear_kernel():
+    """One sentence when every update ran on the same engine; one bullet per engine, with the updates it
+    served, when a resumed run fell back to another kernel; nothing for events older than the key."""
+    from advsim.report import engine_lines
+
+    cublas = {"kind": "vllm", "device": "cuda", "dtype": "bfloat16", "class": "VLLMEngine", "linear_kernel": "cublas",
+              "linear_kernel_reason": "cuBLAS row-invariant for 5 shapes x 871 row counts up to 8192"}
+    triton = {**cublas, "linear_kernel": "triton", "linear_kernel_reason": "not Hopper"}
+    one = [{"phase": "warmstart"}, {"stage": 1, "iteration": 1, "engine": cublas}, {"stage": 1, "iteration": 2, "engine": cublas}]
+    assert engine_lines(one) == ["Rollouts: vllm engine (`VLLMEngine`) on cuda, bfloat16; linear layers: cublas "
+                                 "(cuBLAS row-invariant for 5 shapes x 871 row counts up to 8192).", ""]
+    two = one + [{"stage": 2, "iteration": 1, "engine": triton}]
+    assert engine_lines(two) == ["Rollouts:", "",
+                                 "- 1.1, 1.2: vllm engine (`VLLMEngine`) on cuda, bfloat16; linear layers: cublas "
+                                 "(cuBLAS row-invariant for 5 shapes x 871 row counts up to 8192)",
+                                 "- 2.1: vllm engine (`VLLMEngine`) on cuda, bfloat16; linear layers: triton (not Hopper)", ""]
+    assert engine_lines([{"stage": 1, "iteration": 1}]) == []
