@@ -166,19 +166,21 @@ def bench_throughput(
     backbone: str = typer.Option("smollm2-135m-instruct", "--backbone", help=_BACKBONE_HELP),
     profile: bool = typer.Option(False, "--profile", help="cuda only: also the GPU time per kernel family of one "
                                  "B = 256 generate per vLLM configuration (torch.profiler): where the contract's cost lies"),
+    rollout: bool = typer.Option(False, "--rollout", help="cuda only: also whole web-world executor episodes (256 per "
+                                 "run, one generate per turn, stop at end-of-sequence): episodes/s and tokens/s on the "
+                                 "training workload; transformers runs there as TorchEngine (generate, dynamic cache)"),
     configs: Optional[str] = typer.Option(None, "--configs", help=_CONFIGS_HELP),
 ) -> None:
     """Generated tokens/s of VLLMEngine and TorchEngine on the same executor prompts (cuda: vLLM with the
     contract, vLLM's default, transformers static cache + torch.compile; B = 64 and 256)."""
     _check_device(device)
     _check_backbone(device, backbone)
-    if profile and device != "cuda":
-        raise typer.BadParameter("only with --device cuda", param_hint="--profile")
-    if configs and device != "cuda":
-        raise typer.BadParameter("only with --device cuda", param_hint="--configs")
+    for flag, on in (("--profile", profile), ("--rollout", rollout), ("--configs", configs)):
+        if on and device != "cuda":
+            raise typer.BadParameter("only with --device cuda", param_hint=flag)
     if device == "cuda":
-        _cuda_bench_done(json_out, _cuda_bench(("throughput", "profile") if profile else ("throughput",), backbone,
-                                               configs))
+        parts = ("throughput",) + (("rollout",) if rollout else ()) + (("profile",) if profile else ())
+        _cuda_bench_done(json_out, _cuda_bench(parts, backbone, configs))
         return
     from advsim.bench import throughput
 

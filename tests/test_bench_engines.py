@@ -143,3 +143,45 @@ def test_64_coresident_mixed_adapter_requests_are_bit_consistent(tmp_path):
     # the step counter counts requests per step: one request alone is a step of one
     reqs = consistency._requests(tok, seed=3, lengths=(40,))
     assert consistency.generate_counted(engine, reqs)[1] == 1
+
+
+def test_rollout_workload_counts_what_the_episodes_generated():
+    """The rollout-shaped throughput row runs whole web-world episodes (stage 1's workload) and its
+    counts are those of the same episodes run directly: generated and prompt tokens, turns, generate
+    calls (one per turn of the live episodes), success; rates are counts over wall seconds."""
+    import torch
+
+    from advsim.bench.throughput import rollout_workload
+    from advsim.rollout import EpisodeSpec, run_episodes
+    from advsim.suites import WebFormsSuite
+    from policies.adapters import attach_role_adapters, lora_config, randomize_adapter
+    from policies.backbone import tiny_backbone
+    from policies.engines import TorchEngine
+    from tests.test_train import tiny_io
+
+    torch.manual_seed(0)
+    model, tok = tiny_backbone(seed=0)
+    pm = attach_role_adapters(model, config=lora_config(r=4, alpha=8))
+    randomize_adapter(pm, "executor", seed=3, scale=0.05)
+    engine, io, suite = TorchEngine(pm, tok, batch_size=8), tiny_io(tok), WebFormsSuite()
+    limits = dict(max_steps=3, max_new_tokens=6)
+    res = rollout_workload(engine, tok, "executor@0", episodes=5, seed=4, repeats=2, warmup_episodes=1, io=io,
+                           suite=suite, **limits)
+    assert res["episodes"] == 5 and res["level_weights"] == {"0": 6, "1": 3, "2": 2, "3": 1}
+    assert len(res["runs"]) == 2
+    for k, run in enumerate(res["runs"]):  # the same tasks and seeds, run directly
+        calls: list[int] = []
+        eps = run_episodes(engine, suite.executor_prompt(io), [EpisodeSpec(t) for t in suite.training_tasks(5, 4 + k)],
+                           "executor@0", seed=4 + k, suite=suite, progress=calls.append, temperature=1.0, top_p=1.0,
+                           **limits)
+        turns = [t for e in eps for t in e.turns]
+        assert run["turns"] == len(turns) == sum(calls) and 5 <= run["turns"] <= 15
+        assert run["generated_tokens"] == sum(len(t.token_ids) for t in turns) > 0
+        assert run["prompt_tokens"] == sum(len(t.prompt_ids) for t in turns)
+        assert run["generate_calls"] == len(calls) and run["max_batch"] == max(calls) == 5  # every episode's first turn
+        assert run["success"] == sum(e.success for e in eps) / 5
+    rates = [r["generated_tokens"] / r["seconds"] for r in res["runs"]]
+    assert res["tokens_per_s"] == pytest.approx((rates[0] + rates[1]) / 2)  # the median of two
+    assert res["turns_per_episode"] == sum(r["turns"] for r in res["runs"]) / 10
+    with pytest.raises(ValueError, match="at least 1"):
+        rollout_workload(engine, tok, "executor@0", episodes=0, io=io, suite=suite)

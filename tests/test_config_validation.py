@@ -229,6 +229,37 @@ def test_bench_profile_is_cuda_only():
     assert res.exit_code == 2 and "only with --device cuda" in res.output and "Traceback" not in res.output
 
 
+def test_bench_rollout_is_cuda_only():
+    from typer.testing import CliRunner
+
+    from advsim.cli import app
+
+    res = CliRunner().invoke(app, ["bench", "throughput", "--rollout"])
+    assert res.exit_code == 2 and "only with --device cuda" in res.output and "--rollout" in res.output
+
+
+def test_cuda_bench_rollout_rows_and_ratios(monkeypatch, capsys):
+    """``run(parts=("rollout",))`` measures transformers by default, prints the rollout table and the
+    episodes/s ratios of the rows measured in the run (canned measurements: no GPU here)."""
+    from advsim.bench import cuda
+
+    def roll(eps_per_s, tok_per_s):
+        return {"rollout": {"episodes": 256, "episodes_per_s": eps_per_s, "tokens_per_s": tok_per_s,
+                            "turns_per_episode": 4.5, "tokens_per_turn": 20.0,
+                            "runs": [{"success": 0.25}, {"success": 0.75}]}}
+
+    canned = {"contract": roll(8.0, 9000.0), "default": roll(10.0, 11000.0), "transformers": roll(2.0, 2500.0)}
+    seen = []
+    monkeypatch.setattr(cuda, "require_cuda", lambda: None)
+    monkeypatch.setattr(cuda, "measure_in_subprocess", lambda lb, parts, **k: seen.append((lb, parts)) or canned[lb])
+    out = cuda.run(parts=("rollout",), labels=["contract", "default", "transformers"])
+    assert seen == [("contract", ("rollout",)), ("default", ("rollout",)), ("transformers", ("rollout",))]
+    assert out["rollout_ratios"] == {"contract / default, episodes/s": 0.8, "contract / transformers, episodes/s": 4.0,
+                                     "default / transformers, episodes/s": 5.0}
+    text = capsys.readouterr().out
+    assert "Rollouts on CUDA: 256 web-world executor episodes" in text and "9,000" in text and "50.0%" in text
+
+
 def test_cuda_bench_rows_report_each_row_as_it_finishes():
     """A crash mid-way keeps the rows measured before it (printed as a partial after each)."""
     from advsim.bench.cuda import _Rows

@@ -38,6 +38,14 @@ three seeded random LoRA role adapters (r = 8, A, B ~ N(0, 0.05²)) and, later, 
   ``B / ((W + B · c · kv) / BW)`` tokens/s, W = weight bytes, c = mean context during decode
   (512 + 64), kv = KV bytes per token (2 · layers · kv_heads · head_dim · 2), BW = 4.3 TB/s
   (H200, measured device-to-device copy; KINDS.md).
+* Rollout rows (``advsim bench throughput --device cuda --rollout``): the training workload
+  instead of a fixed shape — :data:`ROLLOUT_EPISODES` whole web-world executor episodes at the warm
+  start's level mix, one ``generate`` per turn over every live episode, completions stopping at
+  end-of-sequence, prompts growing with the history (:func:`advsim.bench.throughput.rollout_workload`):
+  episodes/s, generated tokens/s, turns per episode and tokens per turn, for each vLLM configuration
+  and for :class:`policies.engines.TorchEngine` (``transformers``: transformers ``generate`` with
+  its dynamic cache over the peft model, bf16 — what ``engine.kind: torch`` runs; no static cache
+  or ``torch.compile``, which recompile for every new prompt length).
 * Profile (``advsim bench throughput --device cuda --profile``): per vLLM configuration, the GPU
   time of one B = 256 generate (512-token prompts, 32 new tokens, executor adapter) per kernel
   family — GEMM, LoRA, attention, RMSNorm, softmax, sampling, Inductor-fused… — side by side, to
@@ -96,6 +104,7 @@ CORESIDENT = (1, 16, 64, 256)
 PREFILL_DECODE_LENGTHS = (1, 63, 64, 65, 1000, 2047)
 BATCHES = (64, 256)
 PROMPT_TOKENS, NEW_TOKENS = 512, 128
+ROLLOUT_EPISODES = 256  # stage 1's executor pool × G = 8 is 1,024 episodes; 256 keeps one row under a minute
 HBM_BYTES_PER_S = 4.3e12
 ADAPTERS = (None, "executor@0", "curriculum@0", "adversary@0")
 
@@ -334,15 +343,15 @@ def _profile_vllm(engine, vocab: int, batch: int = 256, new_tokens: int = 32, ad
             **summarise_kernels(kernels)}
 
 
-def _throughput_transformers(batches=BATCHES, repeats: int = 2, backbone: str = DEFAULT_BACKBONE,
-                             adapter: bool = True) -> dict:
-    """transformers ``generate`` with a static cache and ``torch.compile`` of the decoding step,
-    bf16, the executor adapter active through peft (``adapter=False``: the bare backbone)."""
+def _transformers_model(backbone: str, adapter: bool):
+    """(model, tokenizer): the backbone in bf16 on CUDA, in eval mode; with ``adapter`` the peft
+    model with the executor adapter (seed 10, the vLLM rows' executor@0 weights) active."""
     import torch
 
     from policies.adapters import activate, attach_role_adapters, lora_config, randomize_adapter
     from policies.backbone import load_backbone
 
+    torch.manual_seed(0)
     model, tok, _ = load_backbone(backbone, dtype=torch.bfloat16)
     if adapter:
         pm = attach_role_adapters(model, config=lora_config(r=8, alpha=16)).to("cuda")
@@ -351,7 +360,28 @@ def _throughput_transformers(batches=BATCHES, repeats: int = 2, backbone: str = 
     else:
         pm = model.to("cuda")
     pm.eval()
-    vocab = model.config.vocab_size
+    return pm, tok
+
+
+def _rollout_transformers(backbone: str, adapter: bool) -> dict:
+    """:func:`advsim.bench.throughput.rollout_workload` on :class:`policies.engines.TorchEngine`
+    (transformers ``generate`` over the bf16 peft model on CUDA, every live episode in one batch)."""
+    from advsim.bench.throughput import rollout_workload
+    from policies.engines import TorchEngine
+
+    pm, tok = _transformers_model(backbone, adapter)
+    engine = TorchEngine(pm, tok, batch_size=ROLLOUT_EPISODES)
+    return rollout_workload(engine, tok, "executor@0" if adapter else None, episodes=ROLLOUT_EPISODES)
+
+
+def _throughput_transformers(batches=BATCHES, repeats: int = 2, backbone: str = DEFAULT_BACKBONE,
+                             adapter: bool = True) -> dict:
+    """transformers ``generate`` with a static cache and ``torch.compile`` of the decoding step,
+    bf16, the executor adapter active through peft (``adapter=False``: the bare backbone)."""
+    import torch
+
+    pm, tok = _transformers_model(backbone, adapter)
+    vocab = pm.config.vocab_size
     out = {}
     for b in batches:
         times = []
@@ -460,8 +490,14 @@ def measure(label: str, parts: tuple[str, ...], backbone: str = DEFAULT_BACKBONE
 
     require_cuda()
     if label in ("transformers", "transformers-base"):
-        return {"throughput": _throughput_transformers(backbone=backbone, adapter=label == "transformers")} \
-            if "throughput" in parts else {}
+        res = {}
+        if "throughput" in parts:
+            res["throughput"] = _throughput_transformers(backbone=backbone, adapter=label == "transformers")
+        if "rollout" in parts:
+            t0 = time.perf_counter()
+            res["rollout"] = _rollout_transformers(backbone, adapter=label == "transformers")
+            res["rollout_seconds"] = round(time.perf_counter() - t0, 1)
+        return res
     if label == "gradient" and "consistency" not in parts:
         return {}
     if label == "gradient":
@@ -495,6 +531,13 @@ def measure(label: str, parts: tuple[str, ...], backbone: str = DEFAULT_BACKBONE
             out["throughput"] = _throughput_vllm(engine, vocab, adapter="executor@0" if lora else None)
             out["throughput_seconds"] = round(time.perf_counter() - t0, 1)
             print(json.dumps({"partial": out}), flush=True)  # kept if a later part fails
+        if "rollout" in parts:
+            from advsim.bench.throughput import rollout_workload
+
+            t0 = time.perf_counter()
+            out["rollout"] = rollout_workload(engine, tok, "executor@0" if lora else None, episodes=ROLLOUT_EPISODES)
+            out["rollout_seconds"] = round(time.perf_counter() - t0, 1)
+            print(json.dumps({"partial": out}), flush=True)
         if "profile" in parts:
             out["profile"] = _profile_vllm(engine, vocab, adapter="executor@0" if lora else None)
             print(json.dumps({"partial": out}), flush=True)
@@ -547,8 +590,9 @@ def run(parts: tuple[str, ...] = ("consistency", "throughput"), labels=None, par
     """Measure every configuration, print the tables, return everything (the ``--json`` content).
 
     Args:
-        parts: ``consistency``, ``throughput`` and/or ``profile`` (GPU time per kernel family of one
-            B = 256 generate per vLLM configuration: where the contract's cost lies).
+        parts: ``consistency``, ``throughput``, ``rollout`` (whole web-world episodes: the training
+            workload) and/or ``profile`` (GPU time per kernel family of one B = 256 generate per
+            vLLM configuration: where the contract's cost lies).
         labels: configurations to measure (default: every one of :data:`CONFIGS` but
             :data:`NOT_BY_DEFAULT`, plus
             ``transformers`` for throughput and ``gradient`` for consistency).
@@ -573,7 +617,7 @@ def run(parts: tuple[str, ...] = ("consistency", "throughput"), labels=None, par
         raise ValueError(f"unknown configuration(s) {', '.join(map(repr, unknown))}; known: {', '.join(known)}")
     require_cuda()
     labels = list(labels or ([lb for lb in CONFIGS if lb not in NOT_BY_DEFAULT]
-                             + (["transformers"] if "throughput" in parts else [])
+                             + (["transformers"] if "throughput" in parts or "rollout" in parts else [])
                              + (["gradient"] if "consistency" in parts else [])))
     results = {}
     for lb in labels:
@@ -635,6 +679,20 @@ def run(parts: tuple[str, ...] = ("consistency", "throughput"), labels=None, par
         out["ratios"] = ratios
         out["floor"] = floor
         for k, v in ratios.items():
+            con.print(f"{k}: {v:.2f}")
+    roll = {lb: r["rollout"] for lb, r in results.items() if r.get("rollout")}
+    if roll:
+        table = Table(title=f"Rollouts on CUDA: {ROLLOUT_EPISODES} web-world executor episodes per run (the warm "
+                            "start's level mix), one generate per turn, stop at end-of-sequence, median of 2")
+        for col in ("engine", "episodes/s", "generated tokens/s", "turns / episode", "tokens / turn", "success"):
+            table.add_column(col, justify="left" if col == "engine" else "right")
+        for lb, r in roll.items():
+            table.add_row(lb, f"{r['episodes_per_s']:.2f}", f"{r['tokens_per_s']:,.0f}", f"{r['turns_per_episode']:.2f}",
+                          f"{r['tokens_per_turn']:.1f}", f"{statistics.fmean(x['success'] for x in r['runs']):.1%}")
+        con.print(table)
+        out["rollout_ratios"] = {f"{num} / {den}, episodes/s": roll[num]["episodes_per_s"] / roll[den]["episodes_per_s"]
+                                 for num, den in RATIOS if num in roll and den in roll}
+        for k, v in out["rollout_ratios"].items():
             con.print(f"{k}: {v:.2f}")
     prof = {lb: r["profile"] for lb, r in results.items() if r.get("profile")}
     if prof:
