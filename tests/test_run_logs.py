@@ -156,3 +156,14 @@ def test_run_checkpoint_counts_and_rollback_keep_only_complete_committed_rows(tm
     assert os.stat(p).st_ino == ino and p.read_bytes() == b'{"i": 0}\n{"i": 1}\n'
     run.log("events.jsonl", [{"i": 2}])
     assert run.read("events.jsonl") == [{"i": 0}, {"i": 1}, {"i": 2}]
+
+
+def test_run_log_count_is_the_number_of_rows_read_without_parsing(tmp_path):
+    """RunDir.count (what a checkpoint records) equals len(RunDir.read): blank and whitespace-only
+    lines skipped (ASCII and Unicode whitespace), rows with raw U+2028 kept whole, a torn tail not
+    counted; a missing log has 0 rows."""
+    run = RunDir(tmp_path / "r")
+    assert run.count("events.jsonl") == 0
+    p = run.path / "events.jsonl"
+    p.write_bytes(b'{"a": 1}\n\n  \t\n' + '{"t": "x\u2028y"}\n\u2029\n{"b": 2}\n{"c":'.encode("utf-8"))
+    assert run.count("events.jsonl") == len(run.read("events.jsonl")) == 3
