@@ -279,21 +279,25 @@ def curriculum_level_lines(proposals: list[dict]) -> list[str]:
 def engine_lines(events: list[dict]) -> list[str]:
     """The report's lines naming the rollout engine of the training updates (the ``"engine"`` key
     :meth:`advsim.learner.Learner.engine_record` puts in each stage row): one sentence when every
-    update ran on the same engine and kernels, else one bullet per engine with the updates
-    (``stage.iteration``) it served; ``[]`` for events written before the key existed."""
+    update recorded the same engine and kernels, else one bullet per engine with the updates
+    (``stage.iteration``) it served, updates without a record (written before the key existed)
+    listed as such; ``[]`` when no update has one. On a resumed run the record names the engine
+    of the process that wrote the row; episodes read back from chunks saved before the restart
+    came from the earlier process's engine."""
     engines: dict[str, list[str]] = {}
     for e in events:
+        if "stage" not in e or e.get("skipped"):
+            continue
         eng = e.get("engine")
-        if eng and "stage" in e:
-            text = (f"{eng['kind']} engine (`{eng.get('class', '?')}`) on {eng['device']}, {eng['dtype']}"
-                    + (f"; linear layers: {eng['linear_kernel']} ({eng.get('linear_kernel_reason', '')})"
-                       if eng.get("linear_kernel") else ""))
-            engines.setdefault(text, []).append(f"{e['stage']}.{e['iteration']}")
+        text = ((f"{eng['kind']} engine (`{eng.get('class', '?')}`) on {eng['device']}, {eng['dtype']}"
+                 + (f"; linear layers: {eng['linear_kernel']} ({eng.get('linear_kernel_reason', '')})"
+                    if eng.get("linear_kernel") else "")) if eng else "engine not recorded")
+        engines.setdefault(text, []).append(f"{e['stage']}.{e['iteration']}")
+    if list(engines) == ["engine not recorded"] or not engines:
+        return []
     if len(engines) == 1:
         return [f"Rollouts: {next(iter(engines))}.", ""]
-    if engines:  # e.g. a run resumed on another card, where the engine fell back to another kernel
-        return ["Rollouts:", ""] + [f"- {', '.join(its)}: {text}" for text, its in engines.items()] + [""]
-    return []
+    return ["Rollouts:", ""] + [f"- {', '.join(its)}: {text}" for text, its in engines.items()] + [""]
 
 
 def write_report(run_dir: str | Path, results: dict) -> Path:

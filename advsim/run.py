@@ -163,8 +163,7 @@ class RunDir:
         p = self.path / name
         if not p.exists():
             return 0
-        return sum(1 for line in p.read_bytes().split(b"\n")[:-1]  # [-1]: b"" or a torn tail, as in read
-                   if line.strip() and (line.isascii() or line.decode("utf-8", errors="replace").strip()))
+        return sum(1 for line in p.read_bytes().split(b"\n")[:-1] if _is_row(line))  # [-1]: b"" or a torn tail
 
     def _scan(self, name: str) -> tuple[bytes, list[int], list[dict]]:
         """(the log's bytes, the offset just past each row's ``\n``, the rows) — see :meth:`read`.
@@ -181,9 +180,9 @@ class RunDir:
         start = 0
         for i, line in enumerate(data.split(b"\n")[:-1], start=1):  # [-1]: b"" or the torn tail
             start += len(line) + 1
-            text = line.decode("utf-8", errors="replace")
-            if not text.strip():
+            if not _is_row(line):
                 continue
+            text = line.decode("utf-8", errors="replace")
             try:
                 rows.append(json.loads(text))
             except json.JSONDecodeError as exc:
@@ -254,6 +253,10 @@ class RunDir:
         for log in LOGS:
             data, ends, rows = self._scan(log)
             n = lengths.get(log, 0)
+            if n > len(rows):
+                raise RunFileError(f"{self.path / log}: {len(rows)} rows, but checkpoint {latest[0]!r} recorded {n}; "
+                                   "the log lost rows after the checkpoint (changed by hand or copied in part), so a "
+                                   "resumed run would not equal an uninterrupted one")
             cut = (ends[n - 1] if n else 0) if n < len(rows) else data.rfind(b"\n") + 1
             if cut < len(data):
                 atomic_write_bytes(self.path / log, data[:cut])
@@ -261,6 +264,13 @@ class RunDir:
         for d in (self.path / "checkpoints").iterdir():
             if d.is_dir() and d.name not in done:
                 shutil.rmtree(d)
+
+
+def _is_row(line: bytes) -> bool:
+    """Whether a log line (without its ``\n``) is a row, not blank: a JSON object's ``{`` says so
+    at once; anything else counts unless it is only whitespace (``str.strip``'s, Unicode
+    included), so :meth:`RunDir.count` and :meth:`RunDir.read` agree on every line."""
+    return line[:1] == b"{" or bool(line.decode("utf-8", errors="replace").strip())
 
 
 def _material(obj: Any) -> Any:

@@ -146,9 +146,11 @@ def test_64_coresident_mixed_adapter_requests_are_bit_consistent(tmp_path):
 
 
 def test_rollout_workload_counts_what_the_episodes_generated():
-    """The rollout-shaped throughput row runs whole web-world episodes (stage 1's workload) and its
-    counts are those of the same episodes run directly: generated and prompt tokens, turns, generate
-    calls (one per turn of the live episodes), success; rates are counts over wall seconds."""
+    """The rollout-shaped throughput row runs whole web-world episodes, each task played ``group``
+    times in a row as stage 1 plays its pool, and its counts are those of the same episodes run
+    directly: generated and prompt tokens, turns, generate calls (one per turn of the live episodes),
+    success; rates are counts over wall seconds. The default seed works (Gymnasium refuses negative
+    seeds: the warm-up uses seed + repeats)."""
     import torch
 
     from advsim.bench.throughput import rollout_workload
@@ -165,23 +167,25 @@ def test_rollout_workload_counts_what_the_episodes_generated():
     randomize_adapter(pm, "executor", seed=3, scale=0.05)
     engine, io, suite = TorchEngine(pm, tok, batch_size=8), tiny_io(tok), WebFormsSuite()
     limits = dict(max_steps=3, max_new_tokens=6)
-    res = rollout_workload(engine, tok, "executor@0", episodes=5, seed=4, repeats=2, warmup_episodes=1, io=io,
+    res = rollout_workload(engine, tok, "executor@0", episodes=6, group=2, repeats=2, warmup_episodes=2, io=io,
                            suite=suite, **limits)
-    assert res["episodes"] == 5 and res["level_weights"] == {"0": 6, "1": 3, "2": 2, "3": 1}
+    assert res["episodes"] == 6 and res["group"] == 2 and res["level_weights"] == {"0": 6, "1": 3, "2": 2, "3": 1}
     assert len(res["runs"]) == 2
-    for k, run in enumerate(res["runs"]):  # the same tasks and seeds, run directly
+    for k, run in enumerate(res["runs"]):  # the same tasks (3, each twice in a row) and seeds, run directly
         calls: list[int] = []
-        eps = run_episodes(engine, suite.executor_prompt(io), [EpisodeSpec(t) for t in suite.training_tasks(5, 4 + k)],
-                           "executor@0", seed=4 + k, suite=suite, progress=calls.append, temperature=1.0, top_p=1.0,
-                           **limits)
+        specs = [EpisodeSpec(t) for t in suite.training_tasks(3, k) for _ in range(2)]
+        eps = run_episodes(engine, suite.executor_prompt(io), specs, "executor@0", seed=k, suite=suite,
+                           progress=calls.append, temperature=1.0, top_p=1.0, **limits)
         turns = [t for e in eps for t in e.turns]
-        assert run["turns"] == len(turns) == sum(calls) and 5 <= run["turns"] <= 15
+        assert run["turns"] == len(turns) == sum(calls) and 6 <= run["turns"] <= 18
         assert run["generated_tokens"] == sum(len(t.token_ids) for t in turns) > 0
         assert run["prompt_tokens"] == sum(len(t.prompt_ids) for t in turns)
-        assert run["generate_calls"] == len(calls) and run["max_batch"] == max(calls) == 5  # every episode's first turn
-        assert run["success"] == sum(e.success for e in eps) / 5
+        assert run["generate_calls"] == len(calls) and run["max_batch"] == max(calls) == 6  # every episode's first turn
+        assert run["success"] == sum(e.success for e in eps) / 6
+        assert eps[0].turns[0].prompt_ids == eps[1].turns[0].prompt_ids  # a task's G rollouts share the first prompt
     rates = [r["generated_tokens"] / r["seconds"] for r in res["runs"]]
     assert res["tokens_per_s"] == pytest.approx((rates[0] + rates[1]) / 2)  # the median of two
-    assert res["turns_per_episode"] == sum(r["turns"] for r in res["runs"]) / 10
-    with pytest.raises(ValueError, match="at least 1"):
-        rollout_workload(engine, tok, "executor@0", episodes=0, io=io, suite=suite)
+    assert res["turns_per_episode"] == sum(r["turns"] for r in res["runs"]) / 12
+    for bad in (dict(episodes=0), dict(episodes=5, group=2), dict(seed=-1), dict(repeats=0)):
+        with pytest.raises(ValueError, match="need episodes, group, repeats"):
+            rollout_workload(engine, tok, "executor@0", io=io, suite=suite, **bad)

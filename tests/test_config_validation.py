@@ -251,13 +251,31 @@ def test_cuda_bench_rollout_rows_and_ratios(monkeypatch, capsys):
     canned = {"contract": roll(8.0, 9000.0), "default": roll(10.0, 11000.0), "transformers": roll(2.0, 2500.0)}
     seen = []
     monkeypatch.setattr(cuda, "require_cuda", lambda: None)
-    monkeypatch.setattr(cuda, "measure_in_subprocess", lambda lb, parts, **k: seen.append((lb, parts)) or canned[lb])
-    out = cuda.run(parts=("rollout",), labels=["contract", "default", "transformers"])
-    assert seen == [("contract", ("rollout",)), ("default", ("rollout",)), ("transformers", ("rollout",))]
+    monkeypatch.setattr(cuda, "measure_in_subprocess",
+                        lambda lb, parts, **k: seen.append((lb, parts)) or canned.get(lb, {"error": "not canned"}))
+    out = cuda.run(parts=("rollout",))  # the default labels: every configuration but the named-only ones, transformers
+    assert seen == [(lb, ("rollout",)) for lb in ("contract", "contract-eager", "contract-fa3", "contract-triton",
+                                                   "default", "transformers")]
     assert out["rollout_ratios"] == {"contract / default, episodes/s": 0.8, "contract / transformers, episodes/s": 4.0,
                                      "default / transformers, episodes/s": 5.0}
     text = capsys.readouterr().out
     assert "Rollouts on CUDA: 256 web-world executor episodes" in text and "9,000" in text and "50.0%" in text
+
+
+def test_cuda_bench_keeps_the_finished_parts_of_a_configuration_that_timed_out(monkeypatch):
+    """A configuration that passes its time limit keeps the last partial it printed (e.g. its
+    throughput rows before a slow rollout part), with the timeout as its error."""
+    import subprocess
+
+    from advsim.bench import cuda
+
+    def run(cmd, **kw):
+        raise subprocess.TimeoutExpired(cmd, kw["timeout"], output=b'INFO starting\n{"partial": {"throughput": {"64": 1}}}\n'
+                                        b'{"partial": {"throughput": {"64": 1}, "rollout_seconds": 3}}\n')
+
+    monkeypatch.setattr(subprocess, "run", run)
+    assert cuda.measure_in_subprocess("transformers", ("throughput", "rollout"), timeout=5) == {
+        "throughput": {"64": 1}, "rollout_seconds": 3, "error": "timed out after 5 s"}
 
 
 def test_cuda_bench_rows_report_each_row_as_it_finishes():

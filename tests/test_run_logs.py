@@ -165,5 +165,16 @@ def test_run_log_count_is_the_number_of_rows_read_without_parsing(tmp_path):
     run = RunDir(tmp_path / "r")
     assert run.count("events.jsonl") == 0
     p = run.path / "events.jsonl"
-    p.write_bytes(b'{"a": 1}\n\n  \t\n' + '{"t": "x\u2028y"}\n\u2029\n{"b": 2}\n{"c":'.encode("utf-8"))
+    p.write_bytes(b'{"a": 1}\n\n  \t\n\x1c\x1f\n' + '{"t": "x\u2028y"}\n\u2029\n{"b": 2}\n{"c":'.encode("utf-8"))
     assert run.count("events.jsonl") == len(run.read("events.jsonl")) == 3
+
+
+def test_run_resume_refuses_a_log_shorter_than_its_checkpoint(tmp_path):
+    """A log that lost rows the latest checkpoint counted cannot be resumed into a run equal to an
+    uninterrupted one: rollback says so instead of going on."""
+    run = RunDir(tmp_path / "r")
+    run.log("events.jsonl", [{"i": 0}, {"i": 1}])
+    run.commit_checkpoint("capability-iter-1", {})
+    (run.path / "events.jsonl").write_bytes(b'{"i": 0}\n')
+    with pytest.raises(RunFileError, match=r"events.jsonl: 1 rows, but checkpoint 'capability-iter-1' recorded 2"):
+        run.rollback_logs()

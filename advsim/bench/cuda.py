@@ -39,13 +39,15 @@ three seeded random LoRA role adapters (r = 8, A, B ~ N(0, 0.05²)) and, later, 
   (512 + 64), kv = KV bytes per token (2 · layers · kv_heads · head_dim · 2), BW = 4.3 TB/s
   (H200, measured device-to-device copy; KINDS.md).
 * Rollout rows (``advsim bench throughput --device cuda --rollout``): the training workload
-  instead of a fixed shape — :data:`ROLLOUT_EPISODES` whole web-world executor episodes at the warm
-  start's level mix, one ``generate`` per turn over every live episode, completions stopping at
-  end-of-sequence, prompts growing with the history (:func:`advsim.bench.throughput.rollout_workload`):
-  episodes/s, generated tokens/s, turns per episode and tokens per turn, for each vLLM configuration
-  and for :class:`policies.engines.TorchEngine` (``transformers``: transformers ``generate`` with
-  its dynamic cache over the peft model, bf16 — what ``engine.kind: torch`` runs; no static cache
-  or ``torch.compile``, which recompile for every new prompt length).
+  instead of a fixed shape — :data:`ROLLOUT_EPISODES` whole web-world executor episodes per run,
+  :data:`ROLLOUT_GROUP` per task as stage 1 plays its pool, at the warm start's level mix, one
+  ``generate`` per turn over every live episode, completions stopping at end-of-sequence, prompts
+  growing with the history (:func:`advsim.bench.throughput.rollout_workload`): episodes/s,
+  generated tokens/s, turns per episode and tokens per turn, for each vLLM configuration and for
+  :class:`policies.engines.TorchEngine` (``transformers``: transformers ``generate`` with its
+  dynamic cache over the peft model, in bf16 with every live episode in one batch — the engine
+  ``engine.kind: torch`` runs, there in the config's dtype and batch; no static cache or
+  ``torch.compile``, which would recompile for every new prompt length and batch size).
 * Profile (``advsim bench throughput --device cuda --profile``): per vLLM configuration, the GPU
   time of one B = 256 generate (512-token prompts, 32 new tokens, executor adapter) per kernel
   family — GEMM, LoRA, attention, RMSNorm, softmax, sampling, Inductor-fused… — side by side, to
@@ -104,7 +106,7 @@ CORESIDENT = (1, 16, 64, 256)
 PREFILL_DECODE_LENGTHS = (1, 63, 64, 65, 1000, 2047)
 BATCHES = (64, 256)
 PROMPT_TOKENS, NEW_TOKENS = 512, 128
-ROLLOUT_EPISODES = 256  # stage 1's executor pool × G = 8 is 1,024 episodes; 256 keeps one row under a minute
+ROLLOUT_EPISODES, ROLLOUT_GROUP = 256, 8  # 32 tasks × G = 8 (stage 1's pool of 128 × 8 is 1,024 episodes)
 HBM_BYTES_PER_S = 4.3e12
 ADAPTERS = (None, "executor@0", "curriculum@0", "adversary@0")
 
@@ -365,13 +367,15 @@ def _transformers_model(backbone: str, adapter: bool):
 
 def _rollout_transformers(backbone: str, adapter: bool) -> dict:
     """:func:`advsim.bench.throughput.rollout_workload` on :class:`policies.engines.TorchEngine`
-    (transformers ``generate`` over the bf16 peft model on CUDA, every live episode in one batch)."""
+    (transformers ``generate`` over the bf16 peft model on CUDA, every live episode in one batch;
+    ``configs/h200-torch.yaml`` runs the same engine in fp32 with batches of 64)."""
     from advsim.bench.throughput import rollout_workload
     from policies.engines import TorchEngine
 
     pm, tok = _transformers_model(backbone, adapter)
     engine = TorchEngine(pm, tok, batch_size=ROLLOUT_EPISODES)
-    return rollout_workload(engine, tok, "executor@0" if adapter else None, episodes=ROLLOUT_EPISODES)
+    return rollout_workload(engine, tok, "executor@0" if adapter else None, episodes=ROLLOUT_EPISODES,
+                            group=ROLLOUT_GROUP)
 
 
 def _throughput_transformers(batches=BATCHES, repeats: int = 2, backbone: str = DEFAULT_BACKBONE,
@@ -493,6 +497,7 @@ def measure(label: str, parts: tuple[str, ...], backbone: str = DEFAULT_BACKBONE
         res = {}
         if "throughput" in parts:
             res["throughput"] = _throughput_transformers(backbone=backbone, adapter=label == "transformers")
+            print(json.dumps({"partial": res}), flush=True)  # kept if a later part fails
         if "rollout" in parts:
             t0 = time.perf_counter()
             res["rollout"] = _rollout_transformers(backbone, adapter=label == "transformers")
@@ -535,7 +540,8 @@ def measure(label: str, parts: tuple[str, ...], backbone: str = DEFAULT_BACKBONE
             from advsim.bench.throughput import rollout_workload
 
             t0 = time.perf_counter()
-            out["rollout"] = rollout_workload(engine, tok, "executor@0" if lora else None, episodes=ROLLOUT_EPISODES)
+            out["rollout"] = rollout_workload(engine, tok, "executor@0" if lora else None, episodes=ROLLOUT_EPISODES,
+                                              group=ROLLOUT_GROUP)
             out["rollout_seconds"] = round(time.perf_counter() - t0, 1)
             print(json.dumps({"partial": out}), flush=True)
         if "profile" in parts:
@@ -551,6 +557,11 @@ def measure(label: str, parts: tuple[str, ...], backbone: str = DEFAULT_BACKBONE
     return out
 
 
+def _last_partial(lines) -> dict:
+    """The last ``{"partial": …}`` a measurement printed (what it finished before failing), or {}."""
+    return next((json.loads(x)["partial"] for x in reversed(lines) if x.startswith('{"partial"')), {})
+
+
 def measure_in_subprocess(label: str, parts: tuple[str, ...], timeout: float = 900,
                           backbone: str = DEFAULT_BACKBONE) -> dict:
     """:func:`measure` in a fresh Python process (its own vLLM mode); the error, if it failed."""
@@ -558,12 +569,12 @@ def measure_in_subprocess(label: str, parts: tuple[str, ...], timeout: float = 9
     t0 = time.perf_counter()
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
-    except subprocess.TimeoutExpired:
-        return {"error": f"timed out after {timeout} s"}
+    except subprocess.TimeoutExpired as exc:  # keep the parts that finished before the limit
+        out = exc.stdout.decode(errors="replace") if isinstance(exc.stdout, bytes) else (exc.stdout or "")
+        return {**_last_partial(out.splitlines()), "error": f"timed out after {timeout} s"}
     lines = [x for x in proc.stdout.splitlines() if x.startswith("{")]
     if proc.returncode != 0 or not lines:
-        partial = next((json.loads(x)["partial"] for x in reversed(lines) if x.startswith('{"partial"')), {})
-        return {**partial, "error": f"exit {proc.returncode}: {proc.stderr[-6000:]}"}
+        return {**_last_partial(lines), "error": f"exit {proc.returncode}: {proc.stderr[-6000:]}"}
     res = json.loads(lines[-1])
     res["wall_seconds"] = round(time.perf_counter() - t0, 1)
     # what vLLM chose (its log lines): the attention backend, the LoRA kernels' config
@@ -682,8 +693,9 @@ def run(parts: tuple[str, ...] = ("consistency", "throughput"), labels=None, par
             con.print(f"{k}: {v:.2f}")
     roll = {lb: r["rollout"] for lb, r in results.items() if r.get("rollout")}
     if roll:
-        table = Table(title=f"Rollouts on CUDA: {ROLLOUT_EPISODES} web-world executor episodes per run (the warm "
-                            "start's level mix), one generate per turn, stop at end-of-sequence, median of 2")
+        table = Table(title=f"Rollouts on CUDA: {ROLLOUT_EPISODES} web-world executor episodes per run ({ROLLOUT_GROUP} "
+                            "per task, the warm start's level mix), one generate per turn, stop at end-of-sequence; "
+                            "rates: median of 2 runs, the rest over both")
         for col in ("engine", "episodes/s", "generated tokens/s", "turns / episode", "tokens / turn", "success"):
             table.add_column(col, justify="left" if col == "engine" else "right")
         for lb, r in roll.items():

@@ -53,28 +53,36 @@ def _time(engine, reqs) -> tuple[float, int]:
     return time.perf_counter() - t, sum(len(g.token_ids) for g in gens)
 
 
-def rollout_workload(engine, tokenizer, adapter: str | None, *, episodes: int = 256, seed: int = 0,
+def rollout_workload(engine, tokenizer, adapter: str | None, *, episodes: int = 256, group: int = 1, seed: int = 0,
                      repeats: int = 2, warmup_episodes: int = 16, io=None, suite=None,
                      levels: dict[int, float] | None = None, max_steps: int = 12, max_new_tokens: int = 48,
                      temperature: float = 1.0, top_p: float = 1.0) -> dict:
     """Rollout throughput on the training workload: whole executor episodes in the web world.
 
-    Unlike a fixed-shape ``generate`` (equal prompts, a fixed number of new tokens), this runs what
-    stage 1 runs (:func:`advsim.rollout.run_episodes`): ``episodes`` training-split tasks at the
-    warm start's level mix (:data:`advsim.warmstart.EXECUTOR_LEVEL_WEIGHTS` unless ``levels``),
+    Unlike a fixed-shape ``generate`` (equal prompts, a fixed number of new tokens), this runs
+    episodes as stage 1 runs its executor pool (:func:`advsim.rollout.run_episodes`):
+    ``episodes / group`` training-split tasks at the warm start's level mix
+    (:data:`advsim.warmstart.EXECUTOR_LEVEL_WEIGHTS` unless ``levels``), each played ``group``
+    times in a row (stage 1's G rollouts per task: the same first prompt, different samples),
     every live episode's next turn in one ``engine.generate`` call per turn, completions stopping at
     end-of-sequence or ``max_new_tokens``, prompts that grow with the history and share the system
     prompt and page text across turns (what a prefix cache can serve), episodes ending at
-    different turns. The engines compared sample different tokens, so their episodes differ too:
-    the result says how long the episodes were (turns, tokens per turn) beside the rates.
+    different turns. Not modelled: stage 1 runs its pool in chunks of ``rollout.chunk_episodes``
+    (here one batch of all), and the curriculum's controls. The engines compared sample different
+    tokens, so their episodes differ too: the result says how long the episodes were (turns,
+    tokens per turn) beside the rates.
 
-    One warm-up run of ``warmup_episodes`` (seed ``seed - 1``), then ``repeats`` timed runs, each
-    on new tasks (seeds ``seed``, ``seed + 1``, …: a repeat's pages are not in any cache).
+    One warm-up run of ``warmup_episodes`` episodes (tasks of seed ``seed + repeats``), then
+    ``repeats`` timed runs, each on new tasks (seeds ``seed``, ``seed + 1``, …: a repeat's pages
+    are not in any cache).
 
     Args:
         engine: any :class:`policies.engines.Engine` (the adapter already published).
         tokenizer: the backbone's tokenizer (for :func:`advsim.train.role_io` when ``io`` is None).
         adapter: the executor version every turn samples from (``"executor@0"``) or None.
+        episodes, group: episodes per timed run, and rollouts per task (``episodes`` must be a
+            multiple of ``group``; the warm-up plays each of its tasks ``group`` times too).
+        seed: the first timed run's task and sampling seed (≥ 0: Gymnasium seeds).
         io, suite: the roles' prompts (default ``role_io(tokenizer)``) and the world
             (default :class:`advsim.suites.WebFormsSuite`).
         max_steps, max_new_tokens, temperature, top_p: as ``rollout.*`` in a run's config.
@@ -83,29 +91,31 @@ def rollout_workload(engine, tokenizer, adapter: str | None, *, episodes: int = 
         ``{"episodes", "level_weights", "runs": [{"seconds",
         "generated_tokens", "prompt_tokens", "turns", "generate_calls", "max_batch", "success"}],
         "tokens_per_s", "episodes_per_s"`` (medians over the timed runs), ``"turns_per_episode",
-        "tokens_per_turn"`` (over all timed runs)``}``; seconds are wall-clock, tokens counted per
-        turn (``prompt_tokens``: every turn's whole prompt, before any cache).
+        "tokens_per_turn"`` (over all timed runs), ``"group"}``; seconds are wall-clock, tokens
+        counted per turn (``prompt_tokens``: every turn's whole prompt, before any cache).
 
     Raises:
-        ValueError: ``episodes`` or ``repeats`` below 1.
+        ValueError: ``episodes``, ``group`` or ``repeats`` below 1, ``episodes`` not a multiple of
+            ``group``, or a negative ``seed``.
     """
     from advsim.rollout import EpisodeSpec, run_episodes
     from advsim.suites import WebFormsSuite
     from advsim.train import role_io
     from advsim.warmstart import EXECUTOR_LEVEL_WEIGHTS
 
-    if episodes < 1 or repeats < 1:
-        raise ValueError(f"episodes and repeats must be at least 1, got {episodes} and {repeats}")
+    if min(episodes, group, repeats) < 1 or episodes % group or seed < 0:
+        raise ValueError(f"need episodes, group, repeats >= 1 with episodes a multiple of group and seed >= 0; got "
+                         f"episodes={episodes}, group={group}, repeats={repeats}, seed={seed}")
     io = io if io is not None else role_io(tokenizer)
     suite = suite if suite is not None else WebFormsSuite()
     limits = dict(suite=suite, max_steps=max_steps, max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p)
 
     def one(n: int, s: int) -> dict:
-        tasks = suite.training_tasks(n, s, levels)
+        tasks = suite.training_tasks(max(1, n // group), s, levels)
         calls: list[int] = []
         t = time.perf_counter()
-        eps = run_episodes(engine, suite.executor_prompt(io), [EpisodeSpec(task) for task in tasks], adapter,
-                           seed=s, progress=calls.append, **limits)
+        eps = run_episodes(engine, suite.executor_prompt(io), [EpisodeSpec(task) for task in tasks for _ in range(group)],
+                           adapter, seed=s, progress=calls.append, **limits)
         dt = time.perf_counter() - t
         turns = [turn for e in eps for turn in e.turns]
         return {"seconds": round(dt, 3), "generated_tokens": sum(len(x.token_ids) for x in turns),
@@ -114,7 +124,7 @@ def rollout_workload(engine, tokenizer, adapter: str | None, *, episodes: int = 
                 "success": sum(e.success for e in eps) / len(eps)}
 
     if warmup_episodes > 0:
-        one(warmup_episodes, seed - 1)
+        one(warmup_episodes, seed + repeats)
     runs = [one(episodes, seed + k) for k in range(repeats)]
     turns = sum(r["turns"] for r in runs)
     return {"episodes": episodes, "level_weights": {str(k): v for k, v in (levels or EXECUTOR_LEVEL_WEIGHTS).items()},
@@ -122,7 +132,7 @@ def rollout_workload(engine, tokenizer, adapter: str | None, *, episodes: int = 
             "tokens_per_s": statistics.median(r["generated_tokens"] / r["seconds"] for r in runs),
             "episodes_per_s": statistics.median(episodes / r["seconds"] for r in runs),
             "turns_per_episode": turns / (episodes * repeats),
-            "tokens_per_turn": sum(r["generated_tokens"] for r in runs) / max(turns, 1)}
+            "tokens_per_turn": sum(r["generated_tokens"] for r in runs) / max(turns, 1), "group": group}
 
 
 NO_CONTRACT = "LoRA kernels only, no consistency patches"
