@@ -649,7 +649,7 @@ def run(parts: tuple[str, ...] = ("consistency", "throughput"), labels=None, par
                                       "same_tokens": a["reference"]["token_ids"] == b["reference"]["token_ids"]}
         table = Table(title="Rollout vs. training log-probs on CUDA (consistent rows must be 0)")
         for col in ("config", "scenario", "tokens", "bit-equal", "max |Δℓ|", "mean", "std", "k3 KL", "reqs/step"):
-            table.add_column(col, justify="left" if col in ("config", "scenario") else "right")
+            table.add_column(col, justify="left" if col in ("config", "scenario") else "right", no_wrap=col == "config")
         for lb, r in results.items():
             for name, row in r.get("rows", {}).items():
                 table.add_row(lb, name, str(row["n_tokens"]), str(row["n_equal"]), f"{row['max']:.3g}",
@@ -673,7 +673,7 @@ def run(parts: tuple[str, ...] = ("consistency", "throughput"), labels=None, par
         table = Table(title=f"Generated tokens/s on CUDA: {PROMPT_TOKENS}-token prompts, {NEW_TOKENS} new tokens, "
                             "executor adapter on every request (none in -base rows), median of 2")
         for col in ("engine", *(f"B = {b}" for b in BATCHES), *(f"of floor, B = {b}" for b in BATCHES)):
-            table.add_column(col, justify="left" if col == "engine" else "right")
+            table.add_column(col, justify="left" if col == "engine" else "right", no_wrap=col == "engine")
         for lb, r in results.items():
             t = r.get("throughput")
             if not t:
@@ -696,8 +696,8 @@ def run(parts: tuple[str, ...] = ("consistency", "throughput"), labels=None, par
         table = Table(title=f"Rollouts on CUDA: {ROLLOUT_EPISODES} web-world executor episodes per run ({ROLLOUT_GROUP} "
                             "per task, the warm start's level mix), one generate per turn, stop at end-of-sequence; "
                             "rates: median of 2 runs, the rest over both")
-        for col in ("engine", "episodes/s", "generated tokens/s", "turns / episode", "tokens / turn", "success"):
-            table.add_column(col, justify="left" if col == "engine" else "right")
+        for col in ("engine", "episodes / s", "generated tokens / s", "turns / episode", "tokens / turn", "success"):
+            table.add_column(col, justify="left" if col == "engine" else "right", no_wrap=col == "engine")
         for lb, r in roll.items():
             table.add_row(lb, f"{r['episodes_per_s']:.2f}", f"{r['tokens_per_s']:,.0f}", f"{r['turns_per_episode']:.2f}",
                           f"{r['tokens_per_turn']:.1f}", f"{statistics.fmean(x['success'] for x in r['runs']):.1%}")

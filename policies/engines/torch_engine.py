@@ -164,8 +164,10 @@ class TorchEngine:
                 seqs = res.sequences[:, L:]
                 logits = torch.stack(res.logits, dim=1).float()  # [B, T, V]
                 lps = torch.log_softmax(logits, dim=-1).gather(-1, seqs[:, : logits.shape[1]].unsqueeze(-1)).squeeze(-1)
+                # one device-to-host copy per batch (float() of each element would synchronise the GPU once per token)
+                seq_rows, lp_rows = seqs.tolist(), lps.tolist()
                 for row, i in enumerate(chunk):
-                    toks = seqs[row].tolist()
+                    toks = seq_rows[row]
                     n = len(toks)
                     for k, t in enumerate(toks):
                         if t in eos:
@@ -173,7 +175,7 @@ class TorchEngine:
                             break
                     toks = toks[:n]
                     finish = "stop" if toks and toks[-1] in eos else "length"
-                    out[i] = Generation(requests[i], toks, [float(x) for x in lps[row, :n]], ref,
+                    out[i] = Generation(requests[i], toks, lp_rows[row][:n], ref,
                                         finish, tok.decode(toks, skip_special_tokens=True))
         return out  # type: ignore[return-value]
 
@@ -196,8 +198,9 @@ class TorchEngine:
                 chunk = idx[start:start + self.batch_size]
                 lp = token_logprobs_batch(self.model, [sequences[i] for i in chunk],
                                           context=self._use(ref), grad=False)
+                rows = lp.tolist()  # one device-to-host copy per batch
                 for row, i in enumerate(chunk):
-                    out[i] = [float(x) for x in lp[row, : len(sequences[i]) - 1]]
+                    out[i] = rows[row][: len(sequences[i]) - 1]
         return out  # type: ignore[return-value]
 
 
