@@ -1,6 +1,6 @@
-"""Atomic file writes for every package (temporary file + fsync + rename), appends to JSONL
-logs that never rewrite earlier bytes (:func:`append_jsonl`: fsync per append, a crash leaves at
-most a torn last line that readers drop and the next append removes), and files checked
+"""Atomic file writes for every package (temporary file + fsync + rename + fsync of the folder),
+appends to JSONL logs that never rewrite earlier bytes (:func:`append_jsonl`: fsync per append, a
+crash leaves at most a torn last line that readers drop and the next append removes), and files checked
 against a recorded SHA-256 (:func:`write_checksummed`, :func:`read_checksummed`: the frozen form
 test set, the ledger suite and any suite file ``worlds.ledger.suite.load_suite`` verifies).
 
@@ -24,11 +24,29 @@ def _umask() -> int:
     return mask
 
 
+def _fsync_dir(folder: Path) -> None:
+    """fsync the folder ``folder`` so that a rename or a new file in it survives a power loss
+    (POSIX: a file's data and its directory entry are made durable separately). A platform that
+    cannot open a folder for fsync (Windows) skips it."""
+    try:
+        fd = os.open(folder, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
 def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> Path:
-    """Write ``data`` to ``path`` atomically: a temporary file in the same folder, fsync, rename.
+    """Write ``data`` to ``path`` atomically: a temporary file in the same folder, fsync, rename,
+    fsync of the folder.
 
     A reader sees either the old file or the complete new one, never a partial write; a killed
-    process leaves at most a stray ``.tmp`` file. Parent folders are created. Returns the path.
+    process leaves at most a stray ``.tmp`` file; once this returns, the new file is on disk,
+    rename included. Parent folders are created. Returns the path.
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -40,6 +58,7 @@ def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> Path:
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, path)
+        _fsync_dir(path.parent)
     except BaseException:
         try:
             os.unlink(tmp)
@@ -101,18 +120,21 @@ def append_jsonl(path: str | os.PathLike, rows: Iterable[dict]) -> Path:
     how many rows count; ``advsim.run.RunDir.rollback_logs`` drops the others on resume).
     Single writer only: concurrent appenders to one file are not supported. "Crash" means the
     process dying (SIGKILL, OOM); after a power loss the same holds where the file system writes
-    a file's data before its new size (ext4's default ``data=ordered``). The parent folder is not
-    fsync-ed when the file is created (as in :func:`atomic_write_bytes`). Returns ``path``.
+    a file's data before its new size (ext4's default ``data=ordered``). When the append creates the
+    file, its folder is fsync-ed too (as in :func:`atomic_write_bytes`). Returns ``path``.
     """
     path = Path(path)
     chunk = "".join(json.dumps(r, sort_keys=True, ensure_ascii=False) + "\n" for r in rows).encode("utf-8")
     path.parent.mkdir(parents=True, exist_ok=True)
+    created = not path.exists()
     with open(path, "a+b") as fh:  # O_APPEND: every write lands at the end, whatever the position
         _drop_torn_tail(fh)
         if chunk:
             fh.write(chunk)
         fh.flush()
         os.fsync(fh.fileno())
+    if created:
+        _fsync_dir(path.parent)
     return path
 
 

@@ -178,3 +178,23 @@ def test_run_resume_refuses_a_log_shorter_than_its_checkpoint(tmp_path):
     (run.path / "events.jsonl").write_bytes(b'{"i": 0}\n')
     with pytest.raises(RunFileError, match=r"events.jsonl: 1 rows, but checkpoint 'capability-iter-1' recorded 2"):
         run.rollback_logs()
+
+
+def test_atomic_write_and_a_new_log_fsync_their_folder_so_the_rename_is_durable(tmp_path, monkeypatch):
+    """POSIX makes a file's bytes and its directory entry durable separately: after the rename (and
+    after the append that creates a log) the folder itself is fsync-ed; later appends fsync only the file."""
+    import stat
+
+    from forms_bench.atomic import atomic_write_text
+
+    synced = []
+    real = os.fsync
+    monkeypatch.setattr(os, "fsync", lambda fd: (synced.append(stat.S_ISDIR(os.fstat(fd).st_mode)), real(fd))[1])
+    atomic_write_text(tmp_path / "a" / "x.json", "{}\n")
+    assert synced == [False, True]  # the temporary file, then the folder after the rename
+    synced.clear()
+    append_jsonl(tmp_path / "log.jsonl", [{"i": 1}])
+    assert synced == [False, True]  # the new log, then its folder
+    synced.clear()
+    append_jsonl(tmp_path / "log.jsonl", [{"i": 2}])
+    assert synced == [False]  # an existing log: the file only
