@@ -478,10 +478,30 @@ def test_cuda_bench_names_an_unknown_configuration_before_anything_runs():
 
     with pytest.raises(ValueError, match=r"unknown configuration\(s\) 'contract-cublass'; known: contract, "
                                          r"contract-eager, contract-fa3, contract-triton, contract-cublas, default, "
-                                         r"default-base, transformers, transformers-base, gradient"):
+                                         r"default-base, transformers, transformers-base, transformers-dynamic, "
+                                         r"gradient"):
         cuda.run(("throughput",), labels=["contract", "contract-cublass"])
     assert set(cuda.NOT_BY_DEFAULT) == {"contract-cublas", "default-base"}
     assert ("default-base", "transformers-base") in cuda.RATIOS and ("contract", "transformers") in cuda.RATIOS
+
+
+def test_cuda_bench_transformers_labels_pick_adapter_and_cache(monkeypatch):
+    """``transformers`` = executor adapter + static cache (compiled decoding step),
+    ``transformers-base`` = no adapter + static cache, ``transformers-dynamic`` = adapter + the
+    dynamic cache (the engine ``engine.kind: torch`` runs), in both the throughput and rollout parts."""
+    from advsim.bench import cuda
+
+    calls = []
+    monkeypatch.setattr(cuda, "require_cuda", lambda: None)
+    monkeypatch.setattr(cuda, "_throughput_transformers",
+                        lambda backbone, adapter, static_cache: calls.append(("throughput", adapter, static_cache)) or {})
+    monkeypatch.setattr(cuda, "_rollout_transformers",
+                        lambda backbone, adapter, static_cache: calls.append(("rollout", adapter, static_cache)) or {})
+    for label in ("transformers", "transformers-base", "transformers-dynamic"):
+        cuda.measure(label, ("throughput", "rollout"))
+    assert calls == [("throughput", True, True), ("rollout", True, True), ("throughput", False, True),
+                     ("rollout", False, True), ("throughput", True, False), ("rollout", True, False)]
+    assert "transformers-dynamic" not in cuda.CONFIGS  # measured only when named
 
 
 @pytest.mark.parametrize("command", ["consistency", "throughput"])

@@ -353,6 +353,31 @@ def test_torch_engine_generate_is_seeded_and_scores_per_adapter(tok):
     assert s[1] == want
 
 
+def test_torch_engine_static_cache_pads_to_fixed_shapes_and_samples_the_same_greedy_tokens(tok):
+    """``static_cache``: the batch is padded to a length multiple of ``length_bucket`` and a
+    power-of-two row count (3 prompts -> 4 rows), generate gets ``cache_implementation="static"``,
+    and greedy decoding picks the dynamic cache's tokens with log-probs within 1e-5."""
+    pm = _peft(tok)
+    prompts = [tuple(s) for s in _seqs(tok)]
+    reqs = [GenerationRequest(p, "executor@0", max_new_tokens=5, temperature=0.0, seed=i) for i, p in enumerate(prompts)]
+    dynamic = TorchEngine(pm, tok, batch_size=8).generate(reqs)
+    static = TorchEngine(pm, tok, batch_size=8, static_cache=True, length_bucket=16)
+    seen = []
+    real = pm.generate
+    pm.generate = lambda **kw: (seen.append((tuple(kw["input_ids"].shape), kw.get("cache_implementation"))), real(**kw))[1]
+    try:
+        got = static.generate(reqs)
+    finally:
+        del pm.generate
+    longest = max(map(len, prompts))
+    assert seen == [((4, -(-longest // 16) * 16), "static")]
+    assert [g.token_ids for g in got] == [g.token_ids for g in dynamic] and all(g.token_ids for g in got)
+    assert max(abs(a - b) for g, h in zip(got, dynamic) for a, b in zip(g.logprobs, h.logprobs)) < 1e-5
+    assert [g.request for g in got] == reqs
+    with pytest.raises(ValueError, match="length_bucket"):
+        TorchEngine(pm, tok, static_cache=True, length_bucket=0)
+
+
 def test_torch_engine_loads_requested_versions(tmp_path, tok):
     pm = _peft(tok)
     seq = _seqs(tok)[0]

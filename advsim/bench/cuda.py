@@ -44,10 +44,14 @@ three seeded random LoRA role adapters (r = 8, A, B ~ N(0, 0.05²)) and, later, 
   ``generate`` per turn over every live episode, completions stopping at end-of-sequence, prompts
   growing with the history (:func:`advsim.bench.throughput.rollout_workload`): episodes/s,
   generated tokens/s, turns per episode and tokens per turn, for each vLLM configuration and for
-  :class:`policies.engines.TorchEngine` (``transformers``: transformers ``generate`` with its
-  dynamic cache over the peft model, in bf16 with every live episode in one batch — the engine
-  ``engine.kind: torch`` runs, there in the config's dtype and batch; no static cache or
-  ``torch.compile``, which would recompile for every new prompt length and batch size).
+  :class:`policies.engines.TorchEngine` over the bf16 peft model with every live episode in one
+  batch: ``transformers`` with its static KV cache and the decoding step compiled by transformers
+  (``TorchEngine(static_cache=True)``: prompts left-padded to a multiple of
+  :data:`ROLLOUT_LENGTH_BUCKET` tokens and batches to a power-of-two row count, so the compiled
+  step sees a handful of shapes, not one per turn), as in the throughput rows;
+  ``transformers-dynamic`` (only when named) with the dynamic cache and no compile — the engine
+  ``engine.kind: torch`` runs (there in the config's dtype and batch). Every row first plays one
+  full-size warm-up run (its compiles and caches are not timed).
 * Profile (``advsim bench throughput --device cuda --profile``): per vLLM configuration, the GPU
   time of one B = 256 generate (512-token prompts, 32 new tokens, executor adapter) per kernel
   family — GEMM, LoRA, attention, RMSNorm, softmax, sampling, Inductor-fused… — side by side, to
@@ -100,21 +104,23 @@ CONTRACT_LABELS = ("contract", "contract-triton", "contract-cublas")
 (:func:`failures`), and their throughput is reported as a ratio to ``default`` and ``transformers``."""
 RATIOS = tuple((c, d) for c in CONTRACT_LABELS for d in ("default", "transformers")) + (
     ("default", "transformers"), ("default-base", "transformers-base"), ("default", "default-base"),
-    ("transformers", "transformers-base"))
+    ("transformers", "transformers-base"), ("default", "transformers-dynamic"),
+    ("transformers", "transformers-dynamic"))
 """Throughput ratios :func:`run` prints where both rows were measured (same run)."""
 CORESIDENT = (1, 16, 64, 256)
 PREFILL_DECODE_LENGTHS = (1, 63, 64, 65, 1000, 2047)
 BATCHES = (64, 256)
 PROMPT_TOKENS, NEW_TOKENS = 512, 128
 ROLLOUT_EPISODES, ROLLOUT_GROUP = 256, 8  # 32 tasks × G = 8 (stage 1's pool of 128 × 8 is 1,024 episodes)
+ROLLOUT_LENGTH_BUCKET = 128  # tokens: the static-cache transformers row pads each turn's prompts to a multiple
 HBM_BYTES_PER_S = 4.3e12
 ADAPTERS = (None, "executor@0", "curriculum@0", "adversary@0")
 
 
 def known_labels() -> tuple[str, ...]:
     """Every configuration :func:`run` can measure: :data:`CONFIGS`, then ``transformers``,
-    ``transformers-base`` and ``gradient``."""
-    return (*CONFIGS, "transformers", "transformers-base", "gradient")
+    ``transformers-base``, ``transformers-dynamic`` and ``gradient``."""
+    return (*CONFIGS, "transformers", "transformers-base", "transformers-dynamic", "gradient")
 
 
 def require_cuda() -> None:
@@ -365,23 +371,28 @@ def _transformers_model(backbone: str, adapter: bool):
     return pm, tok
 
 
-def _rollout_transformers(backbone: str, adapter: bool) -> dict:
+def _rollout_transformers(backbone: str, adapter: bool, static_cache: bool = True) -> dict:
     """:func:`advsim.bench.throughput.rollout_workload` on :class:`policies.engines.TorchEngine`
     (transformers ``generate`` over the bf16 peft model on CUDA, every live episode in one batch;
-    ``configs/h200-torch.yaml`` runs the same engine in fp32 with batches of 64)."""
+    ``static_cache``: transformers' static cache with its compiled decoding step, prompts padded to
+    a multiple of :data:`ROLLOUT_LENGTH_BUCKET`; otherwise the dynamic cache, no compile, as
+    ``configs/h200-torch.yaml`` runs the engine, there in fp32 with batches of 64). One full-size
+    warm-up run first."""
     from advsim.bench.throughput import rollout_workload
     from policies.engines import TorchEngine
 
     pm, tok = _transformers_model(backbone, adapter)
-    engine = TorchEngine(pm, tok, batch_size=ROLLOUT_EPISODES)
+    engine = TorchEngine(pm, tok, batch_size=ROLLOUT_EPISODES, static_cache=static_cache,
+                         length_bucket=ROLLOUT_LENGTH_BUCKET)
     return rollout_workload(engine, tok, "executor@0" if adapter else None, episodes=ROLLOUT_EPISODES,
-                            group=ROLLOUT_GROUP)
+                            group=ROLLOUT_GROUP, warmup_episodes=ROLLOUT_EPISODES)
 
 
 def _throughput_transformers(batches=BATCHES, repeats: int = 2, backbone: str = DEFAULT_BACKBONE,
-                             adapter: bool = True) -> dict:
-    """transformers ``generate`` with a static cache and ``torch.compile`` of the decoding step,
-    bf16, the executor adapter active through peft (``adapter=False``: the bare backbone)."""
+                             adapter: bool = True, static_cache: bool = True) -> dict:
+    """transformers ``generate`` with a static cache and ``torch.compile`` of the decoding step
+    (``static_cache=False``: the dynamic cache, no compile), bf16, the executor adapter active
+    through peft (``adapter=False``: the bare backbone)."""
     import torch
 
     pm, tok = _transformers_model(backbone, adapter)
@@ -396,7 +407,8 @@ def _throughput_transformers(batches=BATCHES, repeats: int = 2, backbone: str = 
             with torch.no_grad():
                 res = pm.generate(input_ids=ids, attention_mask=torch.ones_like(ids), max_new_tokens=NEW_TOKENS,
                                   min_new_tokens=NEW_TOKENS, do_sample=True, top_p=0.95, temperature=1.0,
-                                  cache_implementation="static", pad_token_id=tok.eos_token_id)
+                                  cache_implementation="static" if static_cache else None,
+                                  pad_token_id=tok.eos_token_id)
             torch.cuda.synchronize()
             dt = time.perf_counter() - t
             if k:
@@ -487,20 +499,21 @@ def kv_cache_gib(config, tokens: int = 256 * 1024) -> int:
 
 def measure(label: str, parts: tuple[str, ...], backbone: str = DEFAULT_BACKBONE) -> dict:
     """One configuration of :data:`CONFIGS` (or ``"transformers"``, ``"transformers-base"``,
-    ``"gradient"``) in this
+    ``"transformers-dynamic"``, ``"gradient"``) in this
     process, on ``backbone`` (a name or folder for :func:`policies.backbone.load_backbone`; the
     gradient comparison always uses the embedded backbone)."""
     import torch
 
     require_cuda()
-    if label in ("transformers", "transformers-base"):
+    if label in ("transformers", "transformers-base", "transformers-dynamic"):
         res = {}
+        adapter, static = label != "transformers-base", label != "transformers-dynamic"
         if "throughput" in parts:
-            res["throughput"] = _throughput_transformers(backbone=backbone, adapter=label == "transformers")
+            res["throughput"] = _throughput_transformers(backbone=backbone, adapter=adapter, static_cache=static)
             print(json.dumps({"partial": res}), flush=True)  # kept if a later part fails
         if "rollout" in parts:
             t0 = time.perf_counter()
-            res["rollout"] = _rollout_transformers(backbone, adapter=label == "transformers")
+            res["rollout"] = _rollout_transformers(backbone, adapter=adapter, static_cache=static)
             res["rollout_seconds"] = round(time.perf_counter() - t0, 1)
         return res
     if label == "gradient" and "consistency" not in parts:
@@ -541,7 +554,7 @@ def measure(label: str, parts: tuple[str, ...], backbone: str = DEFAULT_BACKBONE
 
             t0 = time.perf_counter()
             out["rollout"] = rollout_workload(engine, tok, "executor@0" if lora else None, episodes=ROLLOUT_EPISODES,
-                                              group=ROLLOUT_GROUP)
+                                              group=ROLLOUT_GROUP, warmup_episodes=ROLLOUT_EPISODES)
             out["rollout_seconds"] = round(time.perf_counter() - t0, 1)
             print(json.dumps({"partial": out}), flush=True)
         if "profile" in parts:

@@ -31,11 +31,22 @@ class TorchEngine:
         shared_model: ``model`` is the trainer's own (the learner's peft model): a version
             published with :meth:`add_adapter` was saved from its slot, so publishing only records
             that the slot holds it. False: :meth:`add_adapter` loads the weights from the folder.
+        static_cache: sample with transformers' static KV cache (``cache_implementation="static"``);
+            on CUDA transformers then compiles the decoding step with ``torch.compile`` (its
+            "reduce-overhead" mode: CUDA graphs), the configuration the throughput benchmark
+            calls "transformers static cache + compile". A compiled step is specialised to its
+            shapes, so each batch is padded to a fixed set of them: the prompt length up to a
+            multiple of ``length_bucket`` (more left padding) and the row count up to the next
+            power of two, at most ``batch_size`` (extra rows repeat the first prompt; their
+            samples are dropped). The sampled tokens and log-probs of a prompt may then depend on
+            the padding around it, as they already do on its batch-mates' lengths.
+        length_bucket: prompt-length multiple for ``static_cache`` (tokens, ≥ 1).
 
     The engine computes on the model's device (:attr:`device`; move the model before building
     the engine) and in the model's dtype.
 
-    Sampling uses ``model.generate`` with ``output_logits=True``; a sampled token's log-prob is
+    Sampling uses ``model.generate`` with ``output_logits=True`` (dynamic KV cache unless
+    ``static_cache``, no compile); a sampled token's log-prob is
     ``log_softmax`` of its raw logits. Requests are grouped by (adapter, sampling settings);
     a group is seeded with its first request's seed. ``generate`` and ``score`` differ by
     ~1e-7 … 1e-6 (KV-cache decoding vs full forward; padding): measure, don't require, diff = 0.
@@ -44,8 +55,13 @@ class TorchEngine:
     request_type = GenerationRequest  # what generate() takes (judges build requests from it)
 
     def __init__(self, model, tokenizer, *, adapter_root: str | os.PathLike | None = None,
-                 loaded: dict[str, int] | None = None, batch_size: int = 16, shared_model: bool = False) -> None:
+                 loaded: dict[str, int] | None = None, batch_size: int = 16, shared_model: bool = False,
+                 static_cache: bool = False, length_bucket: int = 128) -> None:
+        if batch_size < 1 or length_bucket < 1:
+            raise ValueError(f"batch_size and length_bucket must be >= 1; got {batch_size}, {length_bucket}")
         self.model = model
+        self.static_cache = static_cache
+        self.length_bucket = length_bucket
         self.shared_model = shared_model
         self._roots: dict[AdapterRef, Path] = {}  # where each published version was saved
         self.tokenizer = tokenizer
@@ -141,10 +157,14 @@ class TorchEngine:
             for start in range(0, len(idx), self.batch_size):
                 chunk = idx[start:start + self.batch_size]
                 L = max(len(requests[i].prompt_ids) for i in chunk)
-                ids = torch.full((len(chunk), L), pad, dtype=torch.long)
-                att = torch.zeros((len(chunk), L), dtype=torch.long)
-                for row, i in enumerate(chunk):
-                    p = requests[i].prompt_ids
+                rows = len(chunk)
+                if self.static_cache:  # a fixed set of shapes for the compiled decoding step
+                    L = -(-L // self.length_bucket) * self.length_bucket
+                    rows = min(1 << (rows - 1).bit_length(), self.batch_size)  # len(chunk) <= batch_size
+                ids = torch.full((rows, L), pad, dtype=torch.long)
+                att = torch.zeros((rows, L), dtype=torch.long)
+                for row in range(rows):
+                    p = requests[chunk[row] if row < len(chunk) else chunk[0]].prompt_ids  # extra rows: the first prompt
                     ids[row, L - len(p):] = torch.tensor(p)
                     att[row, L - len(p):] = 1
                 ids, att = ids.to(device), att.to(device)
@@ -154,6 +174,8 @@ class TorchEngine:
                 gen_kwargs: dict[str, Any] = dict(max_new_tokens=max_new, eos_token_id=eos,
                                                   pad_token_id=pad, output_logits=True,
                                                   return_dict_in_generate=True)
+                if self.static_cache:
+                    gen_kwargs["cache_implementation"] = "static"
                 if temp > 0:
                     gen_kwargs.update(do_sample=True, temperature=temp, top_p=top_p,
                                       top_k=top_k if top_k > 0 else None)
