@@ -504,6 +504,25 @@ def test_cuda_bench_transformers_labels_pick_adapter_and_cache(monkeypatch):
     assert "transformers-dynamic" not in cuda.CONFIGS  # measured only when named
 
 
+@pytest.mark.parametrize("static", [True, False])
+def test_cuda_bench_rollout_transformers_builds_the_engine_it_names_and_warms_up_at_full_size(monkeypatch, static):
+    """``_rollout_transformers`` hands ``rollout_workload`` a TorchEngine with the asked cache
+    (length bucket :data:`ROLLOUT_LENGTH_BUCKET`, every live episode in one batch) and a warm-up
+    as large as a timed run."""
+    from advsim.bench import cuda, throughput
+
+    seen = {}
+    monkeypatch.setattr(cuda, "_transformers_model", lambda backbone, adapter: ("model", "tok"))
+    monkeypatch.setattr(throughput, "rollout_workload",
+                        lambda engine, tok, adapter, **kw: seen.update(engine=engine, adapter=adapter, **kw) or {})
+    cuda._rollout_transformers("smollm2-135m-instruct", adapter=True, static_cache=static)
+    eng = seen["engine"]
+    assert (eng.static_cache, eng.length_bucket, eng.batch_size) == (static, cuda.ROLLOUT_LENGTH_BUCKET,
+                                                                      cuda.ROLLOUT_EPISODES)
+    assert seen["adapter"] == "executor@0"
+    assert (seen["episodes"], seen["group"], seen["warmup_episodes"]) == (256, 8, 256)
+
+
 @pytest.mark.parametrize("command", ["consistency", "throughput"])
 def test_bench_cuda_configs_option_names_a_misspelt_label_and_needs_cuda(command):
     """``--configs`` picks the CUDA bench's configurations: a misspelt one is exit 2 naming the known

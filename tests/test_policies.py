@@ -370,10 +370,24 @@ def test_torch_engine_static_cache_pads_to_fixed_shapes_and_samples_the_same_gre
     finally:
         del pm.generate
     longest = max(map(len, prompts))
-    assert seen == [((4, -(-longest // 16) * 16), "static")]
+    assert longest % 16 and seen[0] == ((4, -(-longest // 16) * 16), "static")
     assert [g.token_ids for g in got] == [g.token_ids for g in dynamic] and all(g.token_ids for g in got)
     assert max(abs(a - b) for g, h in zip(got, dynamic) for a, b in zip(g.logprobs, h.logprobs)) < 1e-5
     assert [g.request for g in got] == reqs
+    # a length already on a bucket boundary stays; rows stop at a batch_size that is not a power of
+    # two (3), and chunks of batch_size 2 pad 2 -> 2 and 1 -> 1 rows
+    pm.generate = lambda **kw: (seen.append((tuple(kw["input_ids"].shape), kw.get("cache_implementation"))), real(**kw))[1]
+    try:
+        seen.clear()
+        exact = TorchEngine(pm, tok, batch_size=3, static_cache=True, length_bucket=longest).generate(reqs)
+        assert seen == [((3, longest), "static")]
+        seen.clear()
+        chunked = TorchEngine(pm, tok, batch_size=2, static_cache=True, length_bucket=16).generate(reqs)
+        assert [shape for shape, _ in seen] == [(2, -(-max(map(len, prompts[:2])) // 16) * 16),
+                                                (1, -(-len(prompts[2]) // 16) * 16)]
+    finally:
+        del pm.generate
+    assert [g.token_ids for g in exact] == [g.token_ids for g in chunked] == [g.token_ids for g in dynamic]
     with pytest.raises(ValueError, match="length_bucket"):
         TorchEngine(pm, tok, static_cache=True, length_bucket=0)
 

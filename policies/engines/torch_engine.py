@@ -42,11 +42,15 @@ class TorchEngine:
             the padding around it, as they already do on its batch-mates' lengths.
         length_bucket: prompt-length multiple for ``static_cache`` (tokens, ≥ 1).
 
+    Raises:
+        ValueError: ``batch_size`` or ``length_bucket`` below 1 (whether or not ``static_cache``).
+
     The engine computes on the model's device (:attr:`device`; move the model before building
     the engine) and in the model's dtype.
 
-    Sampling uses ``model.generate`` with ``output_logits=True`` (dynamic KV cache unless
-    ``static_cache``, no compile); a sampled token's log-prob is
+    Sampling uses ``model.generate`` with ``output_logits=True`` (dynamic KV cache, no compile;
+    with ``static_cache``, the static cache and transformers' compiled decoding step on CUDA); a
+    sampled token's log-prob is
     ``log_softmax`` of its raw logits. Requests are grouped by (adapter, sampling settings);
     a group is seeded with its first request's seed. ``generate`` and ``score`` differ by
     ~1e-7 … 1e-6 (KV-cache decoding vs full forward; padding): measure, don't require, diff = 0.
