@@ -1,7 +1,7 @@
 """Atomic file writes for every package (temporary file + fsync + rename + fsync of the folder),
 appends to JSONL logs that never rewrite earlier bytes (:func:`append_jsonl`: fsync per append, a
-crash leaves at most a torn last line that readers drop and the next append removes), and files checked
-against a recorded SHA-256 (:func:`write_checksummed`, :func:`read_checksummed`: the frozen form
+crash leaves at most a torn last line that readers drop and the next append removes), and files
+checked against a recorded SHA-256 (:func:`write_checksummed`, :func:`read_checksummed`: the frozen form
 test set, the ledger suite and any suite file ``worlds.ledger.suite.load_suite`` verifies).
 
 It lives in the lowest package, ``forms_bench``, so that every other package may import it

@@ -50,10 +50,10 @@ class TorchEngine:
 
     Sampling uses ``model.generate`` with ``output_logits=True`` (dynamic KV cache, no compile;
     with ``static_cache``, the static cache and transformers' compiled decoding step on CUDA); a
-    sampled token's log-prob is
-    ``log_softmax`` of its raw logits. Requests are grouped by (adapter, sampling settings);
-    a group is seeded with its first request's seed. ``generate`` and ``score`` differ by
-    ~1e-7 … 1e-6 (KV-cache decoding vs full forward; padding): measure, don't require, diff = 0.
+    sampled token's log-prob is ``log_softmax`` of its raw logits. Requests are grouped by
+    (adapter, sampling settings); a group is seeded with its first request's seed. ``generate``
+    and ``score`` differ by ~1e-7 … 1e-6 (KV-cache decoding vs full forward; padding): measure,
+    don't require, diff = 0.
     """
 
     request_type = GenerationRequest  # what generate() takes (judges build requests from it)
