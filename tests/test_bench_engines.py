@@ -183,9 +183,12 @@ def test_rollout_workload_counts_what_the_episodes_generated():
         assert run["generate_calls"] == len(calls) and run["max_batch"] == max(calls) == 6  # every episode's first turn
         assert run["success"] == sum(e.success for e in eps) / 6
         assert eps[0].turns[0].prompt_ids == eps[1].turns[0].prompt_ids  # a task's G rollouts share the first prompt
+        assert 0 < run["generate_seconds"] <= run["seconds"]  # the engine's share of the wall time
     rates = [r["generated_tokens"] / r["seconds"] for r in res["runs"]]
     assert res["tokens_per_s"] == pytest.approx((rates[0] + rates[1]) / 2)  # the median of two
     assert res["turns_per_episode"] == sum(r["turns"] for r in res["runs"]) / 12
+    assert res["generate_share"] == pytest.approx(sum(r["generate_seconds"] for r in res["runs"])
+                                                  / sum(r["seconds"] for r in res["runs"]))
     for bad in (dict(episodes=0), dict(episodes=5, group=2), dict(seed=-1), dict(repeats=0)):
         with pytest.raises(ValueError, match="need episodes, group, repeats"):
             rollout_workload(engine, tok, "executor@0", io=io, suite=suite, **bad)

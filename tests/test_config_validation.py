@@ -245,7 +245,7 @@ def test_cuda_bench_rollout_rows_and_ratios(monkeypatch, capsys):
 
     def roll(eps_per_s, tok_per_s):
         return {"rollout": {"episodes": 256, "episodes_per_s": eps_per_s, "tokens_per_s": tok_per_s,
-                            "turns_per_episode": 4.5, "tokens_per_turn": 20.0,
+                            "turns_per_episode": 4.5, "tokens_per_turn": 20.0, "generate_share": 0.375,
                             "runs": [{"success": 0.25}, {"success": 0.75}]}}
 
     canned = {"contract": roll(8.0, 9000.0), "default": roll(10.0, 11000.0), "transformers": roll(2.0, 2500.0)}
@@ -260,6 +260,7 @@ def test_cuda_bench_rollout_rows_and_ratios(monkeypatch, capsys):
                                      "default / transformers, episodes/s": 5.0}
     text = capsys.readouterr().out
     assert "Rollouts on CUDA: 256 web-world executor episodes" in text and "9,000" in text and "50.0%" in text
+    assert "in generate" in text and "38%" in text  # the engine's share of the wall time
 
 
 def test_cuda_bench_keeps_the_finished_parts_of_a_configuration_that_timed_out(monkeypatch):

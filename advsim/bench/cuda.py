@@ -709,11 +709,13 @@ def run(parts: tuple[str, ...] = ("consistency", "throughput"), labels=None, par
         table = Table(title=f"Rollouts on CUDA: {ROLLOUT_EPISODES} web-world executor episodes per run ({ROLLOUT_GROUP} "
                             "per task, the warm start's level mix), one generate per turn, stop at end-of-sequence; "
                             "rates: median of 2 runs, the rest over both")
-        for col in ("engine", "episodes / s", "generated tokens / s", "turns / episode", "tokens / turn", "success"):
+        for col in ("engine", "episodes / s", "generated tokens / s", "turns / episode", "tokens / turn",
+                    "in generate", "success"):
             table.add_column(col, justify="left" if col == "engine" else "right", no_wrap=col == "engine")
         for lb, r in roll.items():
             table.add_row(lb, f"{r['episodes_per_s']:.2f}", f"{r['tokens_per_s']:,.0f}", f"{r['turns_per_episode']:.2f}",
-                          f"{r['tokens_per_turn']:.1f}", f"{statistics.fmean(x['success'] for x in r['runs']):.1%}")
+                          f"{r['tokens_per_turn']:.1f}", f"{r['generate_share']:.0%}",
+                          f"{statistics.fmean(x['success'] for x in r['runs']):.1%}")
         con.print(table)
         out["rollout_ratios"] = {f"{num} / {den}, episodes/s": roll[num]["episodes_per_s"] / roll[den]["episodes_per_s"]
                                  for num, den in RATIOS if num in roll and den in roll}

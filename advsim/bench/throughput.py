@@ -88,11 +88,13 @@ def rollout_workload(engine, tokenizer, adapter: str | None, *, episodes: int = 
         max_steps, max_new_tokens, temperature, top_p: as ``rollout.*`` in a run's config.
 
     Returns:
-        ``{"episodes", "level_weights", "runs": [{"seconds",
+        ``{"episodes", "level_weights", "runs": [{"seconds", "generate_seconds",
         "generated_tokens", "prompt_tokens", "turns", "generate_calls", "max_batch", "success"}],
         "tokens_per_s", "episodes_per_s"`` (medians over the timed runs), ``"turns_per_episode",
-        "tokens_per_turn"`` (over all timed runs), ``"group"}``; seconds are wall-clock, tokens
-        counted per turn (``prompt_tokens``: every turn's whole prompt, before any cache).
+        "tokens_per_turn", "generate_share"`` (over all timed runs: the fraction of wall time spent
+        inside ``engine.generate``; the rest is the host's world steps, prompts and tokenization),
+        ``"group"}``; seconds are wall-clock, tokens counted per turn (``prompt_tokens``: every
+        turn's whole prompt, before any cache).
 
     Raises:
         ValueError: ``episodes``, ``group`` or ``repeats`` below 1, ``episodes`` not a multiple of
@@ -113,12 +115,14 @@ def rollout_workload(engine, tokenizer, adapter: str | None, *, episodes: int = 
     def one(n: int, s: int) -> dict:
         tasks = suite.training_tasks(max(1, n // group), s, levels)
         calls: list[int] = []
+        timed = _TimedEngine(engine)
         t = time.perf_counter()
-        eps = run_episodes(engine, suite.executor_prompt(io), [EpisodeSpec(task) for task in tasks for _ in range(group)],
+        eps = run_episodes(timed, suite.executor_prompt(io), [EpisodeSpec(task) for task in tasks for _ in range(group)],
                            adapter, seed=s, progress=calls.append, **limits)
         dt = time.perf_counter() - t
         turns = [turn for e in eps for turn in e.turns]
-        return {"seconds": round(dt, 3), "generated_tokens": sum(len(x.token_ids) for x in turns),
+        return {"seconds": round(dt, 3), "generate_seconds": round(timed.seconds, 3),
+                "generated_tokens": sum(len(x.token_ids) for x in turns),
                 "prompt_tokens": sum(len(x.prompt_ids) for x in turns), "turns": len(turns),
                 "generate_calls": len(calls), "max_batch": max(calls, default=0),
                 "success": sum(e.success for e in eps) / len(eps)}
@@ -132,7 +136,27 @@ def rollout_workload(engine, tokenizer, adapter: str | None, *, episodes: int = 
             "tokens_per_s": statistics.median(r["generated_tokens"] / r["seconds"] for r in runs),
             "episodes_per_s": statistics.median(episodes / r["seconds"] for r in runs),
             "turns_per_episode": turns / (episodes * repeats),
-            "tokens_per_turn": sum(r["generated_tokens"] for r in runs) / max(turns, 1), "group": group}
+            "tokens_per_turn": sum(r["generated_tokens"] for r in runs) / max(turns, 1), "group": group,
+            "generate_share": sum(r["generate_seconds"] for r in runs) / sum(max(r["seconds"], 1e-9) for r in runs)}
+
+
+class _TimedEngine:
+    """An engine whose ``generate`` calls are timed (wall seconds summed in ``seconds``); every other
+    attribute is the wrapped engine's. Separates the engine's share of a rollout from the host's
+    (the world's steps, prompt rendering and tokenization)."""
+
+    def __init__(self, engine):
+        self._engine, self.seconds = engine, 0.0
+
+    def generate(self, *args, **kwargs):
+        t = time.perf_counter()
+        try:
+            return self._engine.generate(*args, **kwargs)
+        finally:
+            self.seconds += time.perf_counter() - t
+
+    def __getattr__(self, name):
+        return getattr(self._engine, name)
 
 
 NO_CONTRACT = "LoRA kernels only, no consistency patches"
