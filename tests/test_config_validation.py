@@ -260,7 +260,7 @@ def test_cuda_bench_rollout_rows_and_ratios(monkeypatch, capsys):
                                      "default / transformers, episodes/s": 5.0}
     text = capsys.readouterr().out
     assert "Rollouts on CUDA: 256 web-world executor episodes" in text and "9,000" in text and "50.0%" in text
-    assert "in generate" in text and "38%" in text  # the engine's share of the wall time
+    assert "38%" in text  # the engine's share of the wall time ("in generate")
 
 
 def test_cuda_bench_keeps_the_finished_parts_of_a_configuration_that_timed_out(monkeypatch):
