@@ -652,6 +652,8 @@ def run(parts: tuple[str, ...] = ("consistency", "throughput"), labels=None, par
             atomic_write_text(partial, json.dumps({"configs": results}, indent=1))
     out: dict = {"model": f"{backbone} bf16 + LoRA r=8 role adapters (none in the -base rows)", "backbone": backbone, "configs": results}
     con = Console()
+    if not con.is_terminal and "COLUMNS" not in os.environ:
+        con.width = 132  # a log (the device machine's output): rich's default 80 columns cut the headers
     for lb, r in results.items():
         if "error" in r:
             con.print(f"[red]{lb}: failed: {r['error'][-1500:]}[/red]")
@@ -708,10 +710,11 @@ def run(parts: tuple[str, ...] = ("consistency", "throughput"), labels=None, par
     if roll:
         table = Table(title=f"Rollouts on CUDA: {ROLLOUT_EPISODES} web-world executor episodes per run ({ROLLOUT_GROUP} "
                             "per task, the warm start's level mix), one generate per turn, stop at end-of-sequence; "
-                            "rates: median of 2 runs, the rest over both")
-        for col in ("engine", "episodes / s", "generated tokens / s", "turns / episode", "tokens / turn",
-                    "in generate", "success"):
-            table.add_column(col, justify="left" if col == "engine" else "right", no_wrap=col == "engine")
+                            "rates: median of 2 runs, the rest over both; tokens are generated tokens, 'in generate' "
+                            "the share of wall time inside engine.generate")
+        for col in ("engine", "episodes / s", "tokens / s", "turns / episode", "tokens / turn", "in generate", "success"):
+            table.add_column(col, justify="left" if col == "engine" else "right", no_wrap=col == "engine",
+                             min_width=8 if col == "in generate" else None)
         for lb, r in roll.items():
             table.add_row(lb, f"{r['episodes_per_s']:.2f}", f"{r['tokens_per_s']:,.0f}", f"{r['turns_per_episode']:.2f}",
                           f"{r['tokens_per_turn']:.1f}", f"{r['generate_share']:.0%}",
