@@ -89,7 +89,8 @@ def bench_judge(
     write_json(json_out, bench.run(judge=judge, tasks=tasks, model=model, k=k))
 
 
-def _cuda_bench(parts: tuple[str, ...], backbone: str, configs: Optional[str] = None) -> dict:
+def _cuda_bench(parts: tuple[str, ...], backbone: str, configs: Optional[str] = None,
+                executor: Optional[Path] = None) -> dict:
     from advsim.bench import cuda
 
     labels = [x.strip() for x in configs.split(",") if x.strip()] if configs else None
@@ -98,11 +99,16 @@ def _cuda_bench(parts: tuple[str, ...], backbone: str, configs: Optional[str] = 
     if unknown:
         raise typer.BadParameter(f"unknown configuration(s) {', '.join(map(repr, unknown))}; known: "
                                  f"{', '.join(known)}", param_hint="--configs")
+    if executor is not None:
+        try:
+            executor = cuda.executor_adapter_folder(executor)
+        except ValueError as exc:
+            raise typer.BadParameter(str(exc), param_hint="--executor-adapter") from None
     try:
         cuda.require_cuda()
     except RuntimeError as exc:
         raise typer.BadParameter(str(exc), param_hint="--device") from None
-    return cuda.run(parts, labels=labels, backbone=backbone)
+    return cuda.run(parts, labels=labels, backbone=backbone, executor=executor)
 
 
 def _cuda_bench_done(json_out: Optional[Path], res: dict) -> None:
@@ -168,19 +174,25 @@ def bench_throughput(
                                  "B = 256 generate per vLLM configuration (torch.profiler): where the contract's cost lies"),
     rollout: bool = typer.Option(False, "--rollout", help="cuda only: also whole web-world executor episodes (256 per "
                                  "run, one generate per turn, stop at end-of-sequence): episodes/s and tokens/s on the "
-                                 "training workload; transformers runs there as TorchEngine (generate, dynamic cache)"),
+                                 "training workload; transformers runs there as TorchEngine (static cache, compiled "
+                                 "decoding; transformers-dynamic: dynamic cache)"),
     configs: Optional[str] = typer.Option(None, "--configs", help=_CONFIGS_HELP),
+    executor_adapter: Optional[Path] = typer.Option(
+        None, "--executor-adapter", help="cuda only: a run's trained executor adapter folder (adapters/executor@N, on "
+        "this backbone) that every row samples from instead of the random one, so rollout episodes end at a trained "
+        "executor's length"),
 ) -> None:
     """Generated tokens/s of VLLMEngine and TorchEngine on the same executor prompts (cuda: vLLM with the
     contract, vLLM's default, transformers static cache + torch.compile; B = 64 and 256)."""
     _check_device(device)
     _check_backbone(device, backbone)
-    for flag, on in (("--profile", profile), ("--rollout", rollout), ("--configs", configs)):
+    for flag, on in (("--profile", profile), ("--rollout", rollout), ("--configs", configs),
+                     ("--executor-adapter", executor_adapter)):
         if on and device != "cuda":
             raise typer.BadParameter("only with --device cuda", param_hint=flag)
     if device == "cuda":
         parts = ("throughput",) + (("rollout",) if rollout else ()) + (("profile",) if profile else ())
-        _cuda_bench_done(json_out, _cuda_bench(parts, backbone, configs))
+        _cuda_bench_done(json_out, _cuda_bench(parts, backbone, configs, executor_adapter))
         return
     from advsim.bench import throughput
 

@@ -494,14 +494,14 @@ def test_cuda_bench_transformers_labels_pick_adapter_and_cache(monkeypatch):
 
     calls = []
     monkeypatch.setattr(cuda, "require_cuda", lambda: None)
-    monkeypatch.setattr(cuda, "_throughput_transformers",
-                        lambda backbone, adapter, static_cache: calls.append(("throughput", adapter, static_cache)) or {})
-    monkeypatch.setattr(cuda, "_rollout_transformers",
-                        lambda backbone, adapter, static_cache: calls.append(("rollout", adapter, static_cache)) or {})
+    monkeypatch.setattr(cuda, "_throughput_transformers", lambda backbone, adapter, static_cache, executor:
+                        calls.append(("throughput", adapter, static_cache, executor)) or {})
+    monkeypatch.setattr(cuda, "_rollout_transformers", lambda backbone, adapter, static_cache, executor:
+                        calls.append(("rollout", adapter, static_cache, executor)) or {})
     for label in ("transformers", "transformers-base", "transformers-dynamic"):
         cuda.measure(label, ("throughput", "rollout"))
-    assert calls == [("throughput", True, True), ("rollout", True, True), ("throughput", False, True),
-                     ("rollout", False, True), ("throughput", True, False), ("rollout", True, False)]
+    assert calls == [("throughput", True, True, None), ("rollout", True, True, None), ("throughput", False, True, None),
+                     ("rollout", False, True, None), ("throughput", True, False, None), ("rollout", True, False, None)]
     assert "transformers-dynamic" not in cuda.CONFIGS  # measured only when named
 
 
@@ -513,7 +513,7 @@ def test_cuda_bench_rollout_transformers_builds_the_engine_it_names_and_warms_up
     from advsim.bench import cuda, throughput
 
     seen = {}
-    monkeypatch.setattr(cuda, "_transformers_model", lambda backbone, adapter: ("model", "tok"))
+    monkeypatch.setattr(cuda, "_transformers_model", lambda backbone, adapter, executor: ("model", "tok"))
     monkeypatch.setattr(throughput, "rollout_workload",
                         lambda engine, tok, adapter, **kw: seen.update(engine=engine, adapter=adapter, **kw) or {})
     cuda._rollout_transformers("smollm2-135m-instruct", adapter=True, static_cache=static)
@@ -538,3 +538,115 @@ def test_bench_cuda_configs_option_names_a_misspelt_label_and_needs_cuda(command
     assert "Traceback" not in res.output
     res = CliRunner().invoke(app, ["bench", command, "--configs", "default"])
     assert res.exit_code == 2 and "only with --device cuda" in res.output
+
+
+def _saved_executor(tmp_path, version: int = 2, rank: int = 4, layers=(1,)):
+    """A run-style executor adapter folder on the tiny backbone: rank ``rank`` on ``layers`` only
+    (as ``model.lora_layers`` saves it), random non-zero weights; returns (folder, the saved tensors)."""
+    import torch
+    from safetensors.torch import load_file
+
+    from policies.adapters import attach_role_adapters, lora_config, randomize_adapter, save_adapter
+    from policies.backbone import tiny_backbone
+
+    model, _ = tiny_backbone(seed=0)
+    cfg = lora_config(r=rank, alpha=2 * rank)
+    cfg.layers_to_transform = list(layers)
+    pm = attach_role_adapters(model, config=cfg)
+    randomize_adapter(pm, "executor", seed=5, scale=0.1)
+    folder = save_adapter(pm, f"executor@{version}", tmp_path / "adapters")
+    torch.manual_seed(0)
+    return folder, load_file(str(folder / "adapter_model.safetensors"))
+
+
+def test_cuda_bench_executor_adapter_folder_names_what_is_wrong(tmp_path):
+    """``executor_adapter_folder`` takes a run's ``adapters/executor@N`` (absolute path back) and
+    says what is wrong with anything else: not a folder, another role, a missing file, a rank above
+    the vLLM engines' max_lora_rank."""
+    import json as _json
+
+    from advsim.bench.cuda import MAX_LORA_RANK, executor_adapter_folder
+
+    folder, _ = _saved_executor(tmp_path)
+    assert executor_adapter_folder(folder) == folder.resolve()
+    with pytest.raises(ValueError, match="not a folder"):
+        executor_adapter_folder(tmp_path / "nowhere")
+    other = tmp_path / "adapters" / "curriculum@0"
+    other.mkdir()
+    with pytest.raises(ValueError, match="executor@N"):
+        executor_adapter_folder(other)
+    (folder / "advsim-manifest.json").unlink()
+    with pytest.raises(ValueError, match="missing advsim-manifest.json"):
+        executor_adapter_folder(folder)
+    folder, _ = _saved_executor(tmp_path, version=3)
+    cfg = _json.loads((folder / "adapter_config.json").read_text())
+    (folder / "adapter_config.json").write_text(_json.dumps({**cfg, "r": MAX_LORA_RANK * 2}))
+    with pytest.raises(ValueError, match=f"LoRA rank {MAX_LORA_RANK * 2} above"):
+        executor_adapter_folder(folder)
+
+
+def test_cuda_bench_transformers_rows_sample_from_the_saved_executor(monkeypatch, tmp_path):
+    """With a saved executor, the transformers rows' peft model holds that adapter with its own
+    configuration (rank 4 on layer 1 only, not the random slot's rank 8 everywhere), its weights
+    bit for bit, and it is the active adapter: the logits equal those of a peft model built from the
+    folder directly."""
+    import torch
+    from peft import PeftModel
+
+    from advsim.bench import cuda
+    from policies import backbone as bb
+    from policies.backbone import tiny_backbone
+
+    folder, saved = _saved_executor(tmp_path)
+    monkeypatch.setattr(bb, "load_backbone", lambda name, dtype=None: (*tiny_backbone(seed=0, dtype=dtype), None))
+    pm, _ = cuda._transformers_model("tiny", adapter=True, executor=folder, device="cpu")
+    assert pm.active_adapter == "executor"
+    assert (pm.peft_config["executor"].r, list(pm.peft_config["executor"].layers_to_transform)) == (4, [1])
+    state = {n: p for n, p in pm.named_parameters() if ".executor." in n}
+    assert len(state) == len(saved) > 0
+    for name, value in saved.items():
+        key = next(n for n in state if n.replace(".executor.", ".").endswith(name.split("base_model.model.", 1)[1]))
+        assert torch.equal(state[key].detach().float(), value.float())
+    ref = PeftModel.from_pretrained(tiny_backbone(seed=0, dtype=torch.bfloat16)[0], str(folder)).eval()
+    ids = torch.tensor([[1, 5, 9, 3, 7]])
+    with torch.no_grad():
+        assert torch.equal(pm(input_ids=ids).logits, ref(input_ids=ids).logits)
+
+
+def test_cuda_bench_passes_the_executor_adapter_to_every_configuration(monkeypatch, tmp_path):
+    """``run(executor=…)`` checks the folder before anything runs, hands it to each configuration's
+    process (as the last argument) and records it in the results; a bad folder is a ValueError
+    before any configuration starts. The CLI's ``--executor-adapter`` is refused without
+    ``--device cuda`` and names a bad folder with exit 2 (before CUDA is looked for)."""
+    import subprocess
+
+    from typer.testing import CliRunner
+
+    from advsim.bench import cuda
+    from advsim.cli import app
+
+    folder, _ = _saved_executor(tmp_path)
+    cmds = []
+
+    def fake_run(cmd, **kw):
+        cmds.append(cmd)
+        return subprocess.CompletedProcess(cmd, 0, stdout='{"rollout": null}\n', stderr="")
+
+    monkeypatch.setattr(cuda, "require_cuda", lambda: None)
+    monkeypatch.setattr(subprocess, "run", fake_run)
+    out = cuda.run(parts=("rollout",), labels=["default", "transformers"], executor=folder)
+    assert out["executor_adapter"] == str(folder.resolve())
+    assert [c[3:] for c in cmds] == [["default", "rollout", cuda.DEFAULT_BACKBONE, str(folder.resolve())],
+                                     ["transformers", "rollout", cuda.DEFAULT_BACKBONE, str(folder.resolve())]]
+    cmds.clear()
+    assert cuda.run(parts=("rollout",), labels=["default"])["executor_adapter"].startswith("random")
+    assert cmds[0][3:] == ["default", "rollout", cuda.DEFAULT_BACKBONE]  # no executor: the random one
+    cmds.clear()
+    with pytest.raises(ValueError, match="not a folder"):
+        cuda.run(parts=("rollout",), labels=["default"], executor=tmp_path / "nowhere")
+    assert cmds == []
+    res = CliRunner().invoke(app, ["bench", "throughput", "--executor-adapter", str(folder)])
+    assert res.exit_code == 2 and "only with --device cuda" in res.output
+    res = CliRunner().invoke(app, ["bench", "throughput", "--device", "cuda", "--rollout",
+                                   "--executor-adapter", str(tmp_path / "nowhere")])
+    assert res.exit_code == 2 and "not a folder" in " ".join(res.output.replace("│", " ").split())

@@ -115,6 +115,44 @@ ROLLOUT_EPISODES, ROLLOUT_GROUP = 256, 8  # 32 tasks × G = 8 (stage 1's pool of
 ROLLOUT_LENGTH_BUCKET = 128  # tokens: the static-cache transformers row pads each turn's prompts to a multiple
 HBM_BYTES_PER_S = 4.3e12
 ADAPTERS = (None, "executor@0", "curriculum@0", "adversary@0")
+MAX_LORA_RANK = 16  # the vLLM engines' max_lora_rank (VLLMEngine's default)
+
+
+def executor_adapter_folder(path: str | os.PathLike) -> Path:
+    """Check a saved executor adapter for the ``executor`` option of :func:`run`: a run's
+    ``adapters/executor@N`` folder (peft's ``adapter_config.json`` and
+    ``adapter_model.safetensors`` and advsim's ``advsim-manifest.json``, as
+    :func:`policies.adapters.save_adapter` writes it), of LoRA rank ≤ :data:`MAX_LORA_RANK`.
+
+    Returns:
+        The folder, absolute.
+
+    Raises:
+        ValueError: not such a folder (the message names what is missing), or its rank is too high.
+    """
+    from policies.adapters import AdapterRef
+
+    folder = Path(path).expanduser().resolve()
+    if not folder.is_dir():
+        raise ValueError(f"{path}: not a folder")
+    try:
+        ref = AdapterRef.parse(folder.name)
+    except ValueError:
+        ref = None
+    if ref is None or ref.role != "executor" or ref.version is None:
+        raise ValueError(f"{path}: expected a run's executor adapter folder named executor@N (e.g. "
+                         "runs/demo/adapters/executor@2)")
+    missing = [f for f in ("adapter_config.json", "adapter_model.safetensors", "advsim-manifest.json")
+               if not (folder / f).is_file()]
+    if missing:
+        raise ValueError(f"{path}: missing {', '.join(missing)}")
+    try:
+        rank = int(json.loads((folder / "adapter_config.json").read_text())["r"])
+    except (ValueError, KeyError, TypeError) as exc:
+        raise ValueError(f"{path}/adapter_config.json: no LoRA rank r ({exc})") from None
+    if rank > MAX_LORA_RANK:
+        raise ValueError(f"{path}: LoRA rank {rank} above the bench engines' max_lora_rank {MAX_LORA_RANK}")
+    return folder
 
 
 def known_labels() -> tuple[str, ...]:
@@ -351,37 +389,45 @@ def _profile_vllm(engine, vocab: int, batch: int = 256, new_tokens: int = 32, ad
             **summarise_kernels(kernels)}
 
 
-def _transformers_model(backbone: str, adapter: bool):
-    """(model, tokenizer): the backbone in bf16 on CUDA, in eval mode; with ``adapter`` the peft
-    model with the executor adapter (seed 10, the vLLM rows' executor@0 weights) active."""
+def _transformers_model(backbone: str, adapter: bool, executor: Path | None = None, device: str = "cuda"):
+    """(model, tokenizer): the backbone in bf16 on ``device``, in eval mode; with ``adapter`` the
+    peft model with the executor adapter active — the random one (seed 10, the vLLM rows'
+    executor@0 weights), or the saved folder ``executor`` (:func:`executor_adapter_folder`) with
+    its own LoRA configuration (rank, layers)."""
     import torch
 
-    from policies.adapters import activate, attach_role_adapters, lora_config, randomize_adapter
+    from policies.adapters import activate, attach_role_adapters, load_adapter, lora_config, randomize_adapter
     from policies.backbone import load_backbone
 
     torch.manual_seed(0)
     model, tok, _ = load_backbone(backbone, dtype=torch.bfloat16)
     if adapter:
-        pm = attach_role_adapters(model, config=lora_config(r=8, alpha=16)).to("cuda")
-        randomize_adapter(pm, "executor", seed=10, scale=0.05)
+        pm = attach_role_adapters(model, config=lora_config(r=8, alpha=16))
+        if executor is None:
+            randomize_adapter(pm, "executor", seed=10, scale=0.05)
+        else:  # the saved adapter's own LoraConfig, not the random slot's
+            activate(pm, "curriculum")
+            pm.delete_adapter("executor")
+            load_adapter(pm, executor.name, executor.parent)
         activate(pm, "executor")
+        pm = pm.to(device)
     else:
-        pm = model.to("cuda")
+        pm = model.to(device)
     pm.eval()
     return pm, tok
 
 
-def _rollout_transformers(backbone: str, adapter: bool, static_cache: bool = True) -> dict:
+def _rollout_transformers(backbone: str, adapter: bool, static_cache: bool = True, executor: Path | None = None) -> dict:
     """:func:`advsim.bench.throughput.rollout_workload` on :class:`policies.engines.TorchEngine`
     (transformers ``generate`` over the bf16 peft model on CUDA, every live episode in one batch;
     ``static_cache``: transformers' static cache with its compiled decoding step, prompts padded to
     a multiple of :data:`ROLLOUT_LENGTH_BUCKET`; otherwise the dynamic cache, no compile, as
     ``configs/h200-torch.yaml`` runs the engine, there in fp32 with batches of 64). One full-size
-    warm-up run first."""
+    warm-up run first; ``executor``: a saved executor adapter instead of the random one."""
     from advsim.bench.throughput import rollout_workload
     from policies.engines import TorchEngine
 
-    pm, tok = _transformers_model(backbone, adapter)
+    pm, tok = _transformers_model(backbone, adapter, executor)
     engine = TorchEngine(pm, tok, batch_size=ROLLOUT_EPISODES, static_cache=static_cache,
                          length_bucket=ROLLOUT_LENGTH_BUCKET)
     return rollout_workload(engine, tok, "executor@0" if adapter else None, episodes=ROLLOUT_EPISODES,
@@ -389,13 +435,13 @@ def _rollout_transformers(backbone: str, adapter: bool, static_cache: bool = Tru
 
 
 def _throughput_transformers(batches=BATCHES, repeats: int = 2, backbone: str = DEFAULT_BACKBONE,
-                             adapter: bool = True, static_cache: bool = True) -> dict:
+                             adapter: bool = True, static_cache: bool = True, executor: Path | None = None) -> dict:
     """transformers ``generate`` with a static cache and ``torch.compile`` of the decoding step
     (``static_cache=False``: the dynamic cache, no compile), bf16, the executor adapter active
-    through peft (``adapter=False``: the bare backbone)."""
+    through peft (``adapter=False``: the bare backbone; ``executor``: a saved one)."""
     import torch
 
-    pm, tok = _transformers_model(backbone, adapter)
+    pm, tok = _transformers_model(backbone, adapter, executor)
     vocab = pm.config.vocab_size
     out = {}
     for b in batches:
@@ -497,23 +543,28 @@ def kv_cache_gib(config, tokens: int = 256 * 1024) -> int:
     return max(24, -(-int(per_token * tokens * 1.2) // 2**30))
 
 
-def measure(label: str, parts: tuple[str, ...], backbone: str = DEFAULT_BACKBONE) -> dict:
+def measure(label: str, parts: tuple[str, ...], backbone: str = DEFAULT_BACKBONE,
+            executor: str | os.PathLike | None = None) -> dict:
     """One configuration of :data:`CONFIGS` (or ``"transformers"``, ``"transformers-base"``,
     ``"transformers-dynamic"``, ``"gradient"``) in this
     process, on ``backbone`` (a name or folder for :func:`policies.backbone.load_backbone`; the
-    gradient comparison always uses the embedded backbone)."""
+    gradient comparison always uses the embedded backbone); ``executor``: a saved executor adapter
+    folder (:func:`executor_adapter_folder`) every row with an adapter samples from as
+    ``executor@0`` instead of the random one."""
     import torch
 
     require_cuda()
+    executor = executor_adapter_folder(executor) if executor else None
     if label in ("transformers", "transformers-base", "transformers-dynamic"):
         res = {}
         adapter, static = label != "transformers-base", label != "transformers-dynamic"
         if "throughput" in parts:
-            res["throughput"] = _throughput_transformers(backbone=backbone, adapter=adapter, static_cache=static)
+            res["throughput"] = _throughput_transformers(backbone=backbone, adapter=adapter, static_cache=static,
+                                                         executor=executor)
             print(json.dumps({"partial": res}), flush=True)  # kept if a later part fails
         if "rollout" in parts:
             t0 = time.perf_counter()
-            res["rollout"] = _rollout_transformers(backbone, adapter=adapter, static_cache=static)
+            res["rollout"] = _rollout_transformers(backbone, adapter=adapter, static_cache=static, executor=executor)
             res["rollout_seconds"] = round(time.perf_counter() - t0, 1)
         return res
     if label == "gradient" and "consistency" not in parts:
@@ -540,7 +591,7 @@ def measure(label: str, parts: tuple[str, ...], backbone: str = DEFAULT_BACKBONE
         out["start_seconds"] = round(time.perf_counter() - t0, 1)
         out["linear_kernel"] = {"kernel": engine.linear_kernel, "reason": engine.linear_kernel_reason}
         for r in ROLES if lora else ():
-            engine.add_adapter(f"{r}@0", root / f"{r}@0")
+            engine.add_adapter(f"{r}@0", executor if r == "executor" and executor else root / f"{r}@0")
         vocab = model.config.vocab_size
         out["weight_bytes"] = sum(p.numel() for p in model.parameters()) * 2
         out["floor"] = {str(b): bandwidth_floor(model.config, b, out["weight_bytes"]) for b in BATCHES}
@@ -576,9 +627,9 @@ def _last_partial(lines) -> dict:
 
 
 def measure_in_subprocess(label: str, parts: tuple[str, ...], timeout: float = 900,
-                          backbone: str = DEFAULT_BACKBONE) -> dict:
+                          backbone: str = DEFAULT_BACKBONE, executor: str | os.PathLike | None = None) -> dict:
     """:func:`measure` in a fresh Python process (its own vLLM mode); the error, if it failed."""
-    cmd = [sys.executable, "-m", "advsim.bench.cuda", label, ",".join(parts), backbone]
+    cmd = [sys.executable, "-m", "advsim.bench.cuda", label, ",".join(parts), backbone, *([str(executor)] if executor else [])]
     t0 = time.perf_counter()
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
@@ -610,7 +661,7 @@ def failures(results: dict) -> list[str]:
 
 
 def run(parts: tuple[str, ...] = ("consistency", "throughput"), labels=None, partial: Path | None = None,
-        timeout: float = 900, backbone: str = DEFAULT_BACKBONE) -> dict:
+        timeout: float = 900, backbone: str = DEFAULT_BACKBONE, executor: str | os.PathLike | None = None) -> dict:
     """Measure every configuration, print the tables, return everything (the ``--json`` content).
 
     Args:
@@ -625,9 +676,13 @@ def run(parts: tuple[str, ...] = ("consistency", "throughput"), labels=None, par
         timeout: seconds per configuration.
         backbone: the model every configuration runs (default the embedded SmolLM2-135M-Instruct;
             ``random:smollm2-1.7b`` for SmolLM2-1.7B's shapes with random weights).
+        executor: a run's saved executor adapter folder (``adapters/executor@N``, trained on this
+            backbone) that every row with an adapter samples from instead of the random one: on
+            the rollout workload a trained executor ends episodes at their own length.
 
     Raises:
-        ValueError: a label that is not a configuration (before anything runs).
+        ValueError: a label that is not a configuration, or ``executor`` not such a folder
+            (:func:`executor_adapter_folder`), before anything runs.
         RuntimeError: no CUDA here.
     """
     from rich.console import Console
@@ -639,18 +694,20 @@ def run(parts: tuple[str, ...] = ("consistency", "throughput"), labels=None, par
     unknown = [lb for lb in labels or () if lb not in known]
     if unknown:
         raise ValueError(f"unknown configuration(s) {', '.join(map(repr, unknown))}; known: {', '.join(known)}")
+    executor = executor_adapter_folder(executor) if executor else None
     require_cuda()
     labels = list(labels or ([lb for lb in CONFIGS if lb not in NOT_BY_DEFAULT]
                              + (["transformers"] if "throughput" in parts or "rollout" in parts else [])
                              + (["gradient"] if "consistency" in parts else [])))
     results = {}
     for lb in labels:
-        results[lb] = measure_in_subprocess(lb, parts, timeout=timeout, backbone=backbone)
+        results[lb] = measure_in_subprocess(lb, parts, timeout=timeout, backbone=backbone, executor=executor)
         print(f"{lb}: {'failed' if 'error' in results[lb] else 'done'} in {results[lb].get('wall_seconds', '?')} s",
               flush=True)
         if partial is not None:
             atomic_write_text(partial, json.dumps({"configs": results}, indent=1))
-    out: dict = {"model": f"{backbone} bf16 + LoRA r=8 role adapters (none in the -base rows)", "backbone": backbone, "configs": results}
+    out: dict = {"model": f"{backbone} bf16 + LoRA r=8 role adapters (none in the -base rows)", "backbone": backbone,
+                 "executor_adapter": str(executor) if executor else "random (r 8, seed 10, scale 0.05)", "configs": results}
     con = Console()
     if not con.is_terminal and "COLUMNS" not in os.environ:
         con.width = 132  # a log (the device machine's output): rich's default 80 columns cut the headers
@@ -742,13 +799,13 @@ def run(parts: tuple[str, ...] = ("consistency", "throughput"), labels=None, par
 
 
 if __name__ == "__main__":  # one configuration's measurement, as JSON on the last line (used by run())
-    if len(sys.argv) in (3, 4) and not sys.argv[1].endswith(".json"):  # LABEL PARTS [BACKBONE]
+    if len(sys.argv) in (3, 4, 5) and not sys.argv[1].endswith(".json"):  # LABEL PARTS [BACKBONE [EXECUTOR]]
         try:
             print(json.dumps(measure(sys.argv[1], tuple(sys.argv[2].split(",")), *sys.argv[3:])))
         except Exception:
             traceback.print_exc()
             sys.exit(1)
-    else:  # python -m advsim.bench.cuda OUT.json [label,…|all] [timeout_s] [backbone] [part,…]: the whole run, or some
+    else:  # python -m advsim.bench.cuda OUT.json [label,…|all] [timeout_s] [backbone] [part,…] [executor]: the whole run
         from forms_bench.atomic import atomic_write_text
 
         os.environ.setdefault("PYTHONUNBUFFERED", "1")
@@ -758,7 +815,8 @@ if __name__ == "__main__":  # one configuration's measurement, as JSON on the la
             res = run(labels=chosen, partial=out_path.with_suffix(".partial.json"),
                       timeout=float(sys.argv[3]) if len(sys.argv) > 3 else 900,
                       backbone=sys.argv[4] if len(sys.argv) > 4 else DEFAULT_BACKBONE,
-                      **({"parts": tuple(sys.argv[5].split(","))} if len(sys.argv) > 5 else {}))
+                      **({"parts": tuple(sys.argv[5].split(","))} if len(sys.argv) > 5 else {}),
+                      executor=sys.argv[6] if len(sys.argv) > 6 and sys.argv[6] else None)
         except (ValueError, RuntimeError) as exc:  # an unknown label, no CUDA: one line, not a traceback
             print(f"error: {exc}", file=sys.stderr)
             sys.exit(2)

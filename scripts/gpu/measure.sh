@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The H200 measurements of issue 15, in parts that fit one 10-minute device call each.
-#   bash scripts/gpu/measure.sh bench LABELS [TIMEOUT_S] [PER_CONFIG_S] [BACKBONE] [PARTS]
+#   bash scripts/gpu/measure.sh bench LABELS [TIMEOUT_S] [PER_CONFIG_S] [BACKBONE] [PARTS] [EXECUTOR_DIR]
 #        # advsim.bench.cuda for some configurations -> $OUT/bench-<first label>.json; PARTS e.g.
-#        # throughput,profile (default consistency,throughput)
+#        # throughput,profile (default consistency,throughput); EXECUTOR_DIR: a run's trained
+#        # adapters/executor@N (e.g. results/demo-executor-2026-12-04/executor@2) instead of the random one
 #   bash scripts/gpu/measure.sh tests          # the gpu-marked tests
 #   bash scripts/gpu/measure.sh train CONFIG   # one resumable part of a training run -> $OUT/events.jsonl …
 #   bash scripts/gpu/measure.sh train-bg CONFIG [WAIT_S]  # the whole run in its own process session, then watch
@@ -33,7 +34,7 @@ case "$1" in
     [ -n "$2" ] || { echo "usage: measure.sh bench contract,default,… [timeout_s] [per_config_s] [backbone] [parts]"; exit 2; }
     tag=${2%%,*}; tag=${tag//+/-}
     timeout "${3:-540}" python3 -m advsim.bench.cuda "$OUT/bench-$tag.json" "$2" "${4:-300}" "${5:-smollm2-135m-instruct}" \
-      ${6:+"$6"} 2>&1 | tee "$OUT/bench-$tag.log" | grep -v "^INFO\|^(EngineCore\|^DEBUG"
+      "${6:-consistency,throughput}" ${7:+"$7"} 2>&1 | tee "$OUT/bench-$tag.log" | grep -v "^INFO\|^(EngineCore\|^DEBUG"
     [ -f "$OUT/bench-$tag.json" ] || cp "$OUT/bench-$tag.partial.json" "$OUT/bench-$tag.json" 2>/dev/null; rm -f "$OUT/bench-$tag.partial.json" ;;
   tests)
     timeout "${2:-500}" python3 -m pytest -q -s -m gpu -p no:cacheprovider "${@:3}" 2>&1 | tee "$OUT/tests.log" | tail -60 ;;
