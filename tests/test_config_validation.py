@@ -650,3 +650,39 @@ def test_cuda_bench_passes_the_executor_adapter_to_every_configuration(monkeypat
     res = CliRunner().invoke(app, ["bench", "throughput", "--device", "cuda", "--rollout",
                                    "--executor-adapter", str(tmp_path / "nowhere")])
     assert res.exit_code == 2 and "not a folder" in " ".join(res.output.replace("│", " ").split())
+
+
+def test_cuda_bench_module_exit_status_says_whether_the_run_failed(monkeypatch, tmp_path, capsys):
+    """``python -m advsim.bench.cuda OUT.json …`` (what ``scripts/gpu/measure.sh bench`` runs) exits
+    as ``advsim bench … --device cuda`` does: 0 when every configuration finished and every contract
+    row is bit-identical, 1 (results still written) when a configuration failed or a contract row
+    differs, 2 on bad input (one line, nothing written); its arguments reach :func:`run`."""
+    from advsim.bench import cuda
+
+    seen = {}
+    row = {"n_tokens": 4, "n_equal": 4, "max": 0.0}
+    outcomes = {"ok": {"configs": {"contract": {"rows": {"needle": row}}, "default": {}}},
+                "differs": {"configs": {"contract": {"rows": {"needle": {**row, "n_equal": 3, "max": 0.5}}}}},
+                "failed": {"configs": {"default": {"error": "exit 1: boom"}}}}
+
+    def fake_run(labels, partial, timeout, backbone, executor, parts=("consistency", "throughput")):
+        seen.update(labels=labels, timeout=timeout, backbone=backbone, executor=executor, parts=parts)
+        if labels == ["bad"]:
+            raise ValueError("unknown configuration(s) 'bad'")
+        return outcomes[labels[0]]
+
+    monkeypatch.setattr(cuda, "run", fake_run)
+    out = tmp_path / "bench.json"
+    assert cuda.main([str(out), "ok", "30", "random:smollm2-1.7b", "rollout", "/x/executor@2"]) == 0
+    assert seen == dict(labels=["ok"], timeout=30.0, backbone="random:smollm2-1.7b", executor="/x/executor@2",
+                        parts=("rollout",))
+    assert json.loads(out.read_text()) == outcomes["ok"]
+    for label in ("differs", "failed"):
+        out.unlink()
+        assert cuda.main([str(out), label]) == 1
+        assert json.loads(out.read_text()) == outcomes[label]  # written all the same
+    assert "FAILED: default: exit 1: boom" in capsys.readouterr().err
+    out.unlink()
+    assert cuda.main([str(out), "bad"]) == 2 and not out.exists()
+    assert capsys.readouterr().err == "error: unknown configuration(s) 'bad'\n"
+    assert seen["executor"] is None and seen["parts"] == ("consistency", "throughput")  # defaults

@@ -798,26 +798,43 @@ def run(parts: tuple[str, ...] = ("consistency", "throughput"), labels=None, par
     return out
 
 
-if __name__ == "__main__":  # one configuration's measurement, as JSON on the last line (used by run())
-    if len(sys.argv) in (3, 4, 5) and not sys.argv[1].endswith(".json"):  # LABEL PARTS [BACKBONE [EXECUTOR]]
+def main(argv: list[str]) -> int:
+    """The module's command line; returns the exit status.
+
+    ``LABEL PARTS [BACKBONE [EXECUTOR]]``: one configuration's :func:`measure`, printed as JSON on
+    the last line (how :func:`measure_in_subprocess` runs it); 1 on an exception.
+    ``OUT.json [label,…|all] [timeout_s] [backbone] [part,…] [executor]``: a whole :func:`run`,
+    written to OUT.json; 2 on bad input or no CUDA (one line, no traceback), 1 when a configuration
+    failed or a contract row differs (:func:`failures`, as ``advsim bench … --device cuda``), else 0.
+    """
+    if len(argv) in (2, 3, 4) and not argv[0].endswith(".json"):
         try:
-            print(json.dumps(measure(sys.argv[1], tuple(sys.argv[2].split(",")), *sys.argv[3:])))
+            print(json.dumps(measure(argv[0], tuple(argv[1].split(",")), *argv[2:])))
         except Exception:
             traceback.print_exc()
-            sys.exit(1)
-    else:  # python -m advsim.bench.cuda OUT.json [label,…|all] [timeout_s] [backbone] [part,…] [executor]: the whole run
-        from forms_bench.atomic import atomic_write_text
+            return 1
+        return 0
+    from forms_bench.atomic import atomic_write_text
 
-        os.environ.setdefault("PYTHONUNBUFFERED", "1")
-        out_path = Path(sys.argv[1])
-        chosen = sys.argv[2].split(",") if len(sys.argv) > 2 and sys.argv[2] != "all" else None
-        try:
-            res = run(labels=chosen, partial=out_path.with_suffix(".partial.json"),
-                      timeout=float(sys.argv[3]) if len(sys.argv) > 3 else 900,
-                      backbone=sys.argv[4] if len(sys.argv) > 4 else DEFAULT_BACKBONE,
-                      **({"parts": tuple(sys.argv[5].split(","))} if len(sys.argv) > 5 else {}),
-                      executor=sys.argv[6] if len(sys.argv) > 6 and sys.argv[6] else None)
-        except (ValueError, RuntimeError) as exc:  # an unknown label, no CUDA: one line, not a traceback
-            print(f"error: {exc}", file=sys.stderr)
-            sys.exit(2)
-        atomic_write_text(out_path, json.dumps(res, indent=1))
+    os.environ.setdefault("PYTHONUNBUFFERED", "1")
+    out_path = Path(argv[0])
+    chosen = argv[1].split(",") if len(argv) > 1 and argv[1] != "all" else None
+    try:
+        res = run(labels=chosen, partial=out_path.with_suffix(".partial.json"),
+                  timeout=float(argv[2]) if len(argv) > 2 else 900,
+                  backbone=argv[3] if len(argv) > 3 else DEFAULT_BACKBONE,
+                  **({"parts": tuple(argv[4].split(","))} if len(argv) > 4 else {}),
+                  executor=argv[5] if len(argv) > 5 and argv[5] else None)
+    except (ValueError, RuntimeError) as exc:  # an unknown label, no CUDA, a bad executor folder
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    atomic_write_text(out_path, json.dumps(res, indent=1))
+    bad = failures(res)
+    if bad:
+        print("FAILED: " + "; ".join(bad), file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

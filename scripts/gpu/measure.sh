@@ -34,8 +34,10 @@ case "$1" in
     [ -n "$2" ] || { echo "usage: measure.sh bench contract,default,… [timeout_s] [per_config_s] [backbone] [parts]"; exit 2; }
     tag=${2%%,*}; tag=${tag//+/-}
     timeout "${3:-540}" python3 -m advsim.bench.cuda "$OUT/bench-$tag.json" "$2" "${4:-300}" "${5:-smollm2-135m-instruct}" \
-      "${6:-consistency,throughput}" ${7:+"$7"} 2>&1 | tee "$OUT/bench-$tag.log" | grep -v "^INFO\|^(EngineCore\|^DEBUG"
-    [ -f "$OUT/bench-$tag.json" ] || cp "$OUT/bench-$tag.partial.json" "$OUT/bench-$tag.json" 2>/dev/null; rm -f "$OUT/bench-$tag.partial.json" ;;
+      "${6:-consistency,throughput}" ${7:+"$7"} 2>&1 | tee "$OUT/bench-$tag.log" | { grep -v "^INFO\|^(EngineCore\|^DEBUG" || true; }
+    rc=$?  # the bench's own status (pipefail): 1 when a configuration failed or a contract row differs, 2 bad input
+    [ -f "$OUT/bench-$tag.json" ] || cp "$OUT/bench-$tag.partial.json" "$OUT/bench-$tag.json" 2>/dev/null; rm -f "$OUT/bench-$tag.partial.json"
+    exit $rc ;;
   tests)
     timeout "${2:-500}" python3 -m pytest -q -s -m gpu -p no:cacheprovider "${@:3}" 2>&1 | tee "$OUT/tests.log" | tail -60 ;;
   train)
