@@ -406,7 +406,7 @@ def _transformers_model(backbone: str, adapter: bool, executor: Path | None = No
         if executor is None:
             randomize_adapter(pm, "executor", seed=10, scale=0.05)
         else:  # the saved adapter's own LoraConfig, not the random slot's
-            activate(pm, "curriculum")
+            activate(pm, "curriculum")  # peft warns when the active adapter is deleted
             pm.delete_adapter("executor")
             load_adapter(pm, executor.name, executor.parent)
         activate(pm, "executor")
