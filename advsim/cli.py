@@ -90,7 +90,7 @@ def bench_judge(
 
 
 def _cuda_bench(parts: tuple[str, ...], backbone: str, configs: Optional[str] = None,
-                executor: Optional[Path] = None) -> dict:
+                executor: Optional[Path] = None, repeats: int = 2) -> dict:
     from advsim.bench import cuda
 
     labels = [x.strip() for x in configs.split(",") if x.strip()] if configs else None
@@ -108,7 +108,7 @@ def _cuda_bench(parts: tuple[str, ...], backbone: str, configs: Optional[str] = 
         cuda.require_cuda()
     except RuntimeError as exc:
         raise typer.BadParameter(str(exc), param_hint="--device") from None
-    return cuda.run(parts, labels=labels, backbone=backbone, executor=executor)
+    return cuda.run(parts, labels=labels, backbone=backbone, executor=executor, repeats=repeats)
 
 
 def _cuda_bench_done(json_out: Optional[Path], res: dict) -> None:
@@ -181,6 +181,8 @@ def bench_throughput(
         None, "--executor-adapter", help="cuda only: a run's trained executor adapter folder (adapters/executor@N, on "
         "this backbone) that every row samples from instead of the random one, so rollout episodes end at a trained "
         "executor's length"),
+    repeats: Optional[int] = typer.Option(None, "--repeats", min=1, help="timed runs per row after its warm-up; the "
+                                          "rate is their median (default 3 on cpu, 2 on cuda)"),
 ) -> None:
     """Generated tokens/s of VLLMEngine and TorchEngine on the same executor prompts (cuda: vLLM with the
     contract, vLLM's default, transformers static cache + torch.compile; B = 64 and 256)."""
@@ -192,11 +194,11 @@ def bench_throughput(
             raise typer.BadParameter("only with --device cuda", param_hint=flag)
     if device == "cuda":
         parts = ("throughput",) + (("rollout",) if rollout else ()) + (("profile",) if profile else ())
-        _cuda_bench_done(json_out, _cuda_bench(parts, backbone, configs, executor_adapter))
+        _cuda_bench_done(json_out, _cuda_bench(parts, backbone, configs, executor_adapter, repeats or 2))
         return
     from advsim.bench import throughput
 
-    write_json(json_out, throughput.run())
+    write_json(json_out, throughput.run(**({"repeats": repeats} if repeats else {})))
 
 
 @bench_app.command("parser")

@@ -220,6 +220,41 @@ def test_kernel_families_and_their_gpu_time_from_a_profile():
                         {"name": "nvjet_b", "family": "GEMM (cuBLAS)", "launches": 1, "ms": 0.5}]
 
 
+def test_host_side_of_a_profile_against_the_wall_time():
+    """The profile's host summary: self CPU time per recorded op (hand-computed), the untraced rest
+    of the wall time (Python, waiting), the top ops by self time; zero-call rows count nothing."""
+    from advsim.bench.cuda import summarise_host
+
+    h = summarise_host([("aten::exponential_", 8192, 41000.0), ("cudaGraphLaunch", 32, 900.0),
+                        ("cudaLaunchKernel", 9000, 52000.0)], wall_ms=960.0, top=2)
+    assert h == {"cpu_op_ms": 93.9, "untraced_ms": 866.1, "calls": 17224,
+                 "top": [{"name": "cudaLaunchKernel", "calls": 9000, "ms": 52.0},
+                         {"name": "aten::exponential_", "calls": 8192, "ms": 41.0}]}
+    assert summarise_host([], wall_ms=5.0) == {"cpu_op_ms": 0.0, "untraced_ms": 5.0, "calls": 0, "top": []}
+
+
+def test_cuda_bench_profile_tables_show_kernels_and_host_per_configuration(monkeypatch, capsys):
+    """``run(parts=("profile",))`` prints the GPU time per kernel family side by side and, per
+    configuration, the host side of the same call (canned profiles: no GPU here)."""
+    from advsim.bench import cuda
+
+    def prof(lora_us, wall_ms):
+        return {"profile": {"batch": 256, "prompt_tokens": 512, "new_tokens": 32, "wall_ms": wall_ms,
+                            **cuda.summarise_kernels([("_lora_shrink_kernel", lora_us), ("nvjet_a", 1000.0)]),
+                            "host": cuda.summarise_host([("aten::exponential_", 8192, 41000.0)], wall_ms)}}
+
+    canned = {"contract": prof(60000.0, 960.3), "default": prof(17000.0, 849.5)}
+    monkeypatch.setattr(cuda, "require_cuda", lambda: None)
+    monkeypatch.setattr(cuda, "measure_in_subprocess", lambda lb, parts, **k: canned[lb])
+    out = cuda.run(parts=("profile",), labels=["contract", "default"])
+    assert out["configs"]["contract"]["profile"]["host"]["untraced_ms"] == 919.3
+    text = " ".join(capsys.readouterr().out.split())
+    assert "LoRA │ 60.0 │ 17.0" in text and "all kernels │ 61.0 │ 18.0" in text and "wall │ 960.3 │ 849.5" in text
+    assert "contract: host side of the same generate — recorded CPU ops 41.0 ms (8,192 calls), untraced " \
+           "(Python, waiting) 919.3 ms of 960.3 ms" in text
+    assert "aten::exponential_ │ 8,192 │ 41.0" in text
+
+
 def test_bench_profile_is_cuda_only():
     from typer.testing import CliRunner
 
@@ -494,9 +529,9 @@ def test_cuda_bench_transformers_labels_pick_adapter_and_cache(monkeypatch):
 
     calls = []
     monkeypatch.setattr(cuda, "require_cuda", lambda: None)
-    monkeypatch.setattr(cuda, "_throughput_transformers", lambda backbone, adapter, static_cache, executor:
+    monkeypatch.setattr(cuda, "_throughput_transformers", lambda backbone, adapter, static_cache, executor, repeats:
                         calls.append(("throughput", adapter, static_cache, executor)) or {})
-    monkeypatch.setattr(cuda, "_rollout_transformers", lambda backbone, adapter, static_cache, executor:
+    monkeypatch.setattr(cuda, "_rollout_transformers", lambda backbone, adapter, static_cache, executor, repeats:
                         calls.append(("rollout", adapter, static_cache, executor)) or {})
     for label in ("transformers", "transformers-base", "transformers-dynamic"):
         cuda.measure(label, ("throughput", "rollout"))
@@ -521,7 +556,9 @@ def test_cuda_bench_rollout_transformers_builds_the_engine_it_names_and_warms_up
     assert (eng.static_cache, eng.length_bucket, eng.batch_size) == (static, cuda.ROLLOUT_LENGTH_BUCKET,
                                                                       cuda.ROLLOUT_EPISODES)
     assert seen["adapter"] == "executor@0"
-    assert (seen["episodes"], seen["group"], seen["warmup_episodes"]) == (256, 8, 256)
+    assert (seen["episodes"], seen["group"], seen["warmup_episodes"], seen["repeats"]) == (256, 8, 256, 2)
+    cuda._rollout_transformers("smollm2-135m-instruct", adapter=True, static_cache=static, repeats=5)
+    assert seen["repeats"] == 5
 
 
 @pytest.mark.parametrize("command", ["consistency", "throughput"])
@@ -615,7 +652,7 @@ def test_cuda_bench_transformers_rows_sample_from_the_saved_executor(monkeypatch
 
 def test_cuda_bench_passes_the_executor_adapter_to_every_configuration(monkeypatch, tmp_path):
     """``run(executor=…)`` checks the folder before anything runs, hands it to each configuration's
-    process (as the last argument) and records it in the results; a bad folder is a ValueError
+    process (the argument after the backbone, then the runs per row) and records it in the results; a bad folder is a ValueError
     before any configuration starts. The CLI's ``--executor-adapter`` is refused without
     ``--device cuda`` and names a bad folder with exit 2 (before CUDA is looked for)."""
     import subprocess
@@ -636,11 +673,11 @@ def test_cuda_bench_passes_the_executor_adapter_to_every_configuration(monkeypat
     monkeypatch.setattr(subprocess, "run", fake_run)
     out = cuda.run(parts=("rollout",), labels=["default", "transformers"], executor=folder)
     assert out["executor_adapter"] == str(folder.resolve())
-    assert [c[3:] for c in cmds] == [["default", "rollout", cuda.DEFAULT_BACKBONE, str(folder.resolve())],
-                                     ["transformers", "rollout", cuda.DEFAULT_BACKBONE, str(folder.resolve())]]
+    assert [c[3:] for c in cmds] == [["default", "rollout", cuda.DEFAULT_BACKBONE, str(folder.resolve()), "2"],
+                                     ["transformers", "rollout", cuda.DEFAULT_BACKBONE, str(folder.resolve()), "2"]]
     cmds.clear()
     assert cuda.run(parts=("rollout",), labels=["default"])["executor_adapter"].startswith("random")
-    assert cmds[0][3:] == ["default", "rollout", cuda.DEFAULT_BACKBONE]  # no executor: the random one
+    assert cmds[0][3:] == ["default", "rollout", cuda.DEFAULT_BACKBONE, "", "2"]  # no executor: the random one
     cmds.clear()
     with pytest.raises(ValueError, match="not a folder"):
         cuda.run(parts=("rollout",), labels=["default"], executor=tmp_path / "nowhere")
@@ -665,17 +702,17 @@ def test_cuda_bench_module_exit_status_says_whether_the_run_failed(monkeypatch, 
                 "differs": {"configs": {"contract": {"rows": {"needle": {**row, "n_equal": 3, "max": 0.5}}}}},
                 "failed": {"configs": {"default": {"error": "exit 1: boom"}}}}
 
-    def fake_run(labels, partial, timeout, backbone, executor, parts=("consistency", "throughput")):
-        seen.update(labels=labels, timeout=timeout, backbone=backbone, executor=executor, parts=parts)
+    def fake_run(labels, partial, timeout, backbone, executor, repeats, parts=("consistency", "throughput")):
+        seen.update(labels=labels, timeout=timeout, backbone=backbone, executor=executor, repeats=repeats, parts=parts)
         if labels == ["bad"]:
             raise ValueError("unknown configuration(s) 'bad'")
         return outcomes[labels[0]]
 
     monkeypatch.setattr(cuda, "run", fake_run)
     out = tmp_path / "bench.json"
-    assert cuda.main([str(out), "ok", "30", "random:smollm2-1.7b", "rollout", "/x/executor@2"]) == 0
+    assert cuda.main([str(out), "ok", "30", "random:smollm2-1.7b", "rollout", "/x/executor@2", "5"]) == 0
     assert seen == dict(labels=["ok"], timeout=30.0, backbone="random:smollm2-1.7b", executor="/x/executor@2",
-                        parts=("rollout",))
+                        repeats=5, parts=("rollout",))
     assert json.loads(out.read_text()) == outcomes["ok"]
     for label in ("differs", "failed"):
         out.unlink()
@@ -686,3 +723,64 @@ def test_cuda_bench_module_exit_status_says_whether_the_run_failed(monkeypatch, 
     assert cuda.main([str(out), "bad"]) == 2 and not out.exists()
     assert capsys.readouterr().err == "error: unknown configuration(s) 'bad'\n"
     assert seen["executor"] is None and seen["parts"] == ("consistency", "throughput")  # defaults
+    assert seen["repeats"] == 2
+    for bad in ("0", "two"):  # measure.sh passes REPEATS through: a bad one is bad input, not a traceback
+        assert cuda.main([str(out), "ok", "30", "x", "rollout", "", bad]) == 2 and not out.exists()
+        assert capsys.readouterr().err == f"error: repeats must be an integer >= 1; got {bad!r}\n"
+
+
+def test_cuda_bench_runs_per_row_reach_every_measurement(monkeypatch, capsys):
+    """``repeats`` (``--repeats``; measure.sh's REPEATS) reaches each configuration's process as its
+    fifth argument, and from there every timed loop: the vLLM and transformers throughput rows (one
+    warm-up set, then ``repeats`` timed sets per batch size) and both rollout rows; it is recorded
+    in the results and named in the tables; below 1 it is a ValueError before anything runs."""
+    from advsim.bench import cuda
+
+    seen = []
+    monkeypatch.setattr(cuda, "require_cuda", lambda: None)
+    monkeypatch.setattr(cuda, "measure_in_subprocess", lambda lb, parts, **k: seen.append((lb, k["repeats"])) or {
+        "throughput": {str(b): {"tokens_per_s": 100.0 * b, "runs": []} for b in cuda.BATCHES}})
+    out = cuda.run(parts=("throughput",), labels=["default", "transformers"], repeats=5)
+    assert seen == [("default", 5), ("transformers", 5)] and out["repeats"] == 5
+    assert "median of 5" in capsys.readouterr().out
+    for bad in (0, -1, 1.5):
+        with pytest.raises(ValueError, match="repeats must be an integer >= 1"):
+            cuda.run(parts=("throughput",), labels=["default"], repeats=bad)
+    # the per-configuration process: LABEL PARTS BACKBONE EXECUTOR REPEATS ("" = the random adapter)
+    calls = []
+    monkeypatch.setattr(cuda, "measure", lambda label, parts, **kw: calls.append((label, parts, kw)) or {"ok": 1})
+    assert cuda.main(["default", "throughput,rollout", "b", "", "4"]) == 0
+    assert cuda.main(["default", "rollout", "b", "/x/executor@2"]) == 0
+    assert cuda.main(["default", "rollout"]) == 0
+    assert calls == [("default", ("throughput", "rollout"), {"backbone": "b", "executor": None, "repeats": 4}),
+                     ("default", ("rollout",), {"backbone": "b", "executor": "/x/executor@2"}),
+                     ("default", ("rollout",), {})]
+    assert capsys.readouterr().out.splitlines()[-1] == '{"ok": 1}'
+    # and from measure into the transformers rows' timed loops
+    monkeypatch.undo()
+    loops = []
+    monkeypatch.setattr(cuda, "require_cuda", lambda: None)
+    monkeypatch.setattr(cuda, "_throughput_transformers", lambda **kw: loops.append(("throughput", kw["repeats"])) or {})
+    monkeypatch.setattr(cuda, "_rollout_transformers", lambda *a, **kw: loops.append(("rollout", kw["repeats"])) or {})
+    cuda.measure("transformers", ("throughput", "rollout"), repeats=3)
+    assert loops == [("throughput", 3), ("rollout", 3)]
+
+
+def test_bench_throughput_repeats_option_reaches_both_devices(monkeypatch, tmp_path):
+    """``advsim bench throughput --repeats N``: N timed runs per row on either device (default: the
+    CPU bench's 3, the CUDA bench's 2); below 1 is a usage error (exit 2)."""
+    from typer.testing import CliRunner
+
+    from advsim.bench import cuda, throughput
+    from advsim.cli import app
+
+    seen = []
+    monkeypatch.setattr(throughput, "run", lambda **kw: seen.append(("cpu", kw)) or {})
+    monkeypatch.setattr(cuda, "require_cuda", lambda: None)
+    monkeypatch.setattr(cuda, "run", lambda parts, **kw: seen.append(("cuda", kw["repeats"])) or {"configs": {}})
+    runner = CliRunner()
+    for args in ([], ["--repeats", "5"], ["--device", "cuda"], ["--device", "cuda", "--repeats", "4"]):
+        assert runner.invoke(app, ["bench", "throughput", *args]).exit_code == 0
+    assert seen == [("cpu", {}), ("cpu", {"repeats": 5}), ("cuda", 2), ("cuda", 4)]
+    res = runner.invoke(app, ["bench", "throughput", "--repeats", "0"])
+    assert res.exit_code == 2 and "--repeats" in res.output

@@ -360,12 +360,33 @@ def summarise_kernels(kernels, top: int = 25) -> dict:
                     for n, (c, us) in rows]}
 
 
+def summarise_host(ops, wall_ms: float, top: int = 15) -> dict:
+    """The host side of a profile: ``(name, calls, self CPU microseconds)`` per recorded CPU op —
+    ATen ops and CUDA runtime calls such as ``cudaLaunchKernel`` / ``cudaGraphLaunch``, as
+    ``torch.profiler``'s ``key_averages()`` gives them — against the call's wall time. The
+    profiler records no Python frames, so ``untraced_ms`` (wall minus every op's self time) is
+    the host time spent in Python (vLLM's scheduler, input preparation, output processing) or
+    waiting.
+
+    Returns:
+        ``{"cpu_op_ms": total self time, "untraced_ms": wall_ms - cpu_op_ms, "calls": n,
+        "top": [{"name", "calls", "ms"}, …]}`` (``top`` ops by self time, descending; ms rounded to
+        3 digits).
+    """
+    ops = [(str(n), int(c), float(us)) for n, c, us in ops]
+    total = sum(us for _, _, us in ops) / 1e3
+    rows = sorted(ops, key=lambda r: -r[2])[:top]
+    return {"cpu_op_ms": round(total, 3), "untraced_ms": round(wall_ms - total, 3), "calls": sum(c for _, c, _ in ops),
+            "top": [{"name": n[:160], "calls": c, "ms": round(us / 1e3, 3)} for n, c, us in rows]}
+
+
 def _profile_vllm(engine, vocab: int, batch: int = 256, new_tokens: int = 32, adapter: str | None = "executor@0") -> dict:
     """One ``generate`` of ``batch`` 512-token prompts × ``new_tokens`` tokens (executor adapter
     on every request, after a warm-up call) under ``torch.profiler``: GPU time per kernel family
     (:func:`summarise_kernels`) and the call's wall time. The engine runs in this process
     (``VLLM_ENABLE_V1_MULTIPROCESSING=0``), so its kernels are recorded, including those replayed
-    from CUDA graphs where CUPTI reports them (compare ``kernel_ms`` with ``wall_ms``)."""
+    from CUDA graphs where CUPTI reports them (compare ``kernel_ms`` with ``wall_ms``); and the
+    host side's recorded ops (``host``, :func:`summarise_host`)."""
     import torch
     from torch.autograd import DeviceType
     from torch.profiler import ProfilerActivity, profile
@@ -385,8 +406,9 @@ def _profile_vllm(engine, vocab: int, batch: int = 256, new_tokens: int = 32, ad
         torch.cuda.synchronize()
         wall = time.perf_counter() - t0
     kernels = [(e.name, e.time_range.elapsed_us()) for e in prof.events() if e.device_type == DeviceType.CUDA]
+    host = [(a.key, a.count, a.self_cpu_time_total) for a in prof.key_averages() if a.self_cpu_time_total > 0]
     return {"batch": batch, "prompt_tokens": PROMPT_TOKENS, "new_tokens": new_tokens, "wall_ms": round(wall * 1e3, 1),
-            **summarise_kernels(kernels)}
+            **summarise_kernels(kernels), "host": summarise_host(host, wall * 1e3)}
 
 
 def _transformers_model(backbone: str, adapter: bool, executor: Path | None = None, device: str = "cuda"):
@@ -417,13 +439,15 @@ def _transformers_model(backbone: str, adapter: bool, executor: Path | None = No
     return pm, tok
 
 
-def _rollout_transformers(backbone: str, adapter: bool, static_cache: bool = True, executor: Path | None = None) -> dict:
+def _rollout_transformers(backbone: str, adapter: bool, static_cache: bool = True, executor: Path | None = None,
+                          repeats: int = 2) -> dict:
     """:func:`advsim.bench.throughput.rollout_workload` on :class:`policies.engines.TorchEngine`
     (transformers ``generate`` over the bf16 peft model on CUDA, every live episode in one batch;
     ``static_cache``: transformers' static cache with its compiled decoding step, prompts padded to
     a multiple of :data:`ROLLOUT_LENGTH_BUCKET`; otherwise the dynamic cache, no compile, as
     ``configs/h200-torch.yaml`` runs the engine, there in fp32 with batches of 64). One full-size
-    warm-up run first; ``executor``: a saved executor adapter instead of the random one."""
+    warm-up run first, then ``repeats`` timed runs; ``executor``: a saved executor adapter instead
+    of the random one."""
     from advsim.bench.throughput import rollout_workload
     from policies.engines import TorchEngine
 
@@ -431,7 +455,7 @@ def _rollout_transformers(backbone: str, adapter: bool, static_cache: bool = Tru
     engine = TorchEngine(pm, tok, batch_size=ROLLOUT_EPISODES, static_cache=static_cache,
                          length_bucket=ROLLOUT_LENGTH_BUCKET)
     return rollout_workload(engine, tok, "executor@0" if adapter else None, episodes=ROLLOUT_EPISODES,
-                            group=ROLLOUT_GROUP, warmup_episodes=ROLLOUT_EPISODES)
+                            group=ROLLOUT_GROUP, repeats=repeats, warmup_episodes=ROLLOUT_EPISODES)
 
 
 def _throughput_transformers(batches=BATCHES, repeats: int = 2, backbone: str = DEFAULT_BACKBONE,
@@ -544,13 +568,14 @@ def kv_cache_gib(config, tokens: int = 256 * 1024) -> int:
 
 
 def measure(label: str, parts: tuple[str, ...], backbone: str = DEFAULT_BACKBONE,
-            executor: str | os.PathLike | None = None) -> dict:
+            executor: str | os.PathLike | None = None, repeats: int = 2) -> dict:
     """One configuration of :data:`CONFIGS` (or ``"transformers"``, ``"transformers-base"``,
     ``"transformers-dynamic"``, ``"gradient"``) in this
     process, on ``backbone`` (a name or folder for :func:`policies.backbone.load_backbone`; the
     gradient comparison always uses the embedded backbone); ``executor``: a saved executor adapter
     folder (:func:`executor_adapter_folder`) every row with an adapter samples from as
-    ``executor@0`` instead of the random one."""
+    ``executor@0`` instead of the random one; ``repeats``: timed runs per throughput batch size and
+    per rollout row (each after its warm-up), whose median is the rate."""
     import torch
 
     require_cuda()
@@ -559,12 +584,13 @@ def measure(label: str, parts: tuple[str, ...], backbone: str = DEFAULT_BACKBONE
         res = {}
         adapter, static = label != "transformers-base", label != "transformers-dynamic"
         if "throughput" in parts:
-            res["throughput"] = _throughput_transformers(backbone=backbone, adapter=adapter, static_cache=static,
-                                                         executor=executor)
+            res["throughput"] = _throughput_transformers(repeats=repeats, backbone=backbone, adapter=adapter,
+                                                         static_cache=static, executor=executor)
             print(json.dumps({"partial": res}), flush=True)  # kept if a later part fails
         if "rollout" in parts:
             t0 = time.perf_counter()
-            res["rollout"] = _rollout_transformers(backbone, adapter=adapter, static_cache=static, executor=executor)
+            res["rollout"] = _rollout_transformers(backbone, adapter=adapter, static_cache=static, executor=executor,
+                                                   repeats=repeats)
             res["rollout_seconds"] = round(time.perf_counter() - t0, 1)
         return res
     if label == "gradient" and "consistency" not in parts:
@@ -597,7 +623,7 @@ def measure(label: str, parts: tuple[str, ...], backbone: str = DEFAULT_BACKBONE
         out["floor"] = {str(b): bandwidth_floor(model.config, b, out["weight_bytes"]) for b in BATCHES}
         if "throughput" in parts:
             t0 = time.perf_counter()
-            out["throughput"] = _throughput_vllm(engine, vocab, adapter="executor@0" if lora else None)
+            out["throughput"] = _throughput_vllm(engine, vocab, repeats=repeats, adapter="executor@0" if lora else None)
             out["throughput_seconds"] = round(time.perf_counter() - t0, 1)
             print(json.dumps({"partial": out}), flush=True)  # kept if a later part fails
         if "rollout" in parts:
@@ -605,7 +631,7 @@ def measure(label: str, parts: tuple[str, ...], backbone: str = DEFAULT_BACKBONE
 
             t0 = time.perf_counter()
             out["rollout"] = rollout_workload(engine, tok, "executor@0" if lora else None, episodes=ROLLOUT_EPISODES,
-                                              group=ROLLOUT_GROUP, warmup_episodes=ROLLOUT_EPISODES)
+                                              group=ROLLOUT_GROUP, repeats=repeats, warmup_episodes=ROLLOUT_EPISODES)
             out["rollout_seconds"] = round(time.perf_counter() - t0, 1)
             print(json.dumps({"partial": out}), flush=True)
         if "profile" in parts:
@@ -627,9 +653,10 @@ def _last_partial(lines) -> dict:
 
 
 def measure_in_subprocess(label: str, parts: tuple[str, ...], timeout: float = 900,
-                          backbone: str = DEFAULT_BACKBONE, executor: str | os.PathLike | None = None) -> dict:
+                          backbone: str = DEFAULT_BACKBONE, executor: str | os.PathLike | None = None,
+                          repeats: int = 2) -> dict:
     """:func:`measure` in a fresh Python process (its own vLLM mode); the error, if it failed."""
-    cmd = [sys.executable, "-m", "advsim.bench.cuda", label, ",".join(parts), backbone, *([str(executor)] if executor else [])]
+    cmd = [sys.executable, "-m", "advsim.bench.cuda", label, ",".join(parts), backbone, str(executor or ""), str(repeats)]
     t0 = time.perf_counter()
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
@@ -661,7 +688,8 @@ def failures(results: dict) -> list[str]:
 
 
 def run(parts: tuple[str, ...] = ("consistency", "throughput"), labels=None, partial: Path | None = None,
-        timeout: float = 900, backbone: str = DEFAULT_BACKBONE, executor: str | os.PathLike | None = None) -> dict:
+        timeout: float = 900, backbone: str = DEFAULT_BACKBONE, executor: str | os.PathLike | None = None,
+        repeats: int = 2) -> dict:
     """Measure every configuration, print the tables, return everything (the ``--json`` content).
 
     Args:
@@ -679,10 +707,13 @@ def run(parts: tuple[str, ...] = ("consistency", "throughput"), labels=None, par
         executor: a run's saved executor adapter folder (``adapters/executor@N``, trained on this
             backbone) that every row with an adapter samples from instead of the random one: on
             the rollout workload a trained executor ends episodes at their own length.
+        repeats: timed runs per throughput batch size and per rollout row, each configuration's
+            rate being their median (vLLM's rate varies ~20 % from one call to the next at 135M:
+            more runs per row narrow what one call can tell).
 
     Raises:
-        ValueError: a label that is not a configuration, or ``executor`` not such a folder
-            (:func:`executor_adapter_folder`), before anything runs.
+        ValueError: a label that is not a configuration, ``executor`` not such a folder
+            (:func:`executor_adapter_folder`), or ``repeats`` below 1, before anything runs.
         RuntimeError: no CUDA here.
     """
     from rich.console import Console
@@ -695,19 +726,23 @@ def run(parts: tuple[str, ...] = ("consistency", "throughput"), labels=None, par
     if unknown:
         raise ValueError(f"unknown configuration(s) {', '.join(map(repr, unknown))}; known: {', '.join(known)}")
     executor = executor_adapter_folder(executor) if executor else None
+    if not isinstance(repeats, int) or repeats < 1:
+        raise ValueError(f"repeats must be an integer >= 1; got {repeats!r}")
     require_cuda()
     labels = list(labels or ([lb for lb in CONFIGS if lb not in NOT_BY_DEFAULT]
                              + (["transformers"] if "throughput" in parts or "rollout" in parts else [])
                              + (["gradient"] if "consistency" in parts else [])))
     results = {}
     for lb in labels:
-        results[lb] = measure_in_subprocess(lb, parts, timeout=timeout, backbone=backbone, executor=executor)
+        results[lb] = measure_in_subprocess(lb, parts, timeout=timeout, backbone=backbone, executor=executor,
+                                            repeats=repeats)
         print(f"{lb}: {'failed' if 'error' in results[lb] else 'done'} in {results[lb].get('wall_seconds', '?')} s",
               flush=True)
         if partial is not None:
             atomic_write_text(partial, json.dumps({"configs": results}, indent=1))
     out: dict = {"model": f"{backbone} bf16 + LoRA r=8 role adapters (none in the -base rows)", "backbone": backbone,
-                 "executor_adapter": str(executor) if executor else "random (r 8, seed 10, scale 0.05)", "configs": results}
+                 "executor_adapter": str(executor) if executor else "random (r 8, seed 10, scale 0.05)",
+                 "repeats": repeats, "configs": results}
     con = Console()
     if not con.is_terminal and "COLUMNS" not in os.environ:
         con.width = 132  # a log (the device machine's output): rich's default 80 columns cut the headers
@@ -743,7 +778,7 @@ def run(parts: tuple[str, ...] = ("consistency", "throughput"), labels=None, par
     if "throughput" in parts:
         floor = next((r["floor"] for r in results.values() if "floor" in r), {})
         table = Table(title=f"Generated tokens/s on CUDA: {PROMPT_TOKENS}-token prompts, {NEW_TOKENS} new tokens, "
-                            "executor adapter on every request (none in -base rows), median of 2")
+                            f"executor adapter on every request (none in -base rows), median of {repeats}")
         for col in ("engine", *(f"B = {b}" for b in BATCHES), *(f"of floor, B = {b}" for b in BATCHES)):
             table.add_column(col, justify="left" if col == "engine" else "right", no_wrap=col == "engine")
         for lb, r in results.items():
@@ -767,7 +802,7 @@ def run(parts: tuple[str, ...] = ("consistency", "throughput"), labels=None, par
     if roll:
         table = Table(title=f"Rollouts on CUDA: {ROLLOUT_EPISODES} web-world executor episodes per run ({ROLLOUT_GROUP} "
                             "per task, the warm start's level mix), one generate per turn, stop at end-of-sequence; "
-                            "rates: median of 2 runs, the rest over both; tokens are generated tokens, 'in generate' "
+                            f"rates: median of {repeats} runs, the rest over all; tokens are generated tokens, 'in generate' "
                             "the share of wall time inside engine.generate")
         for col in ("engine", "episodes / s", "tokens / s", "turns / episode", "tokens / turn", "in generate", "success"):
             table.add_column(col, justify="left" if col == "engine" else "right", no_wrap=col == "engine",
@@ -795,21 +830,48 @@ def run(parts: tuple[str, ...] = ("consistency", "throughput"), labels=None, par
         table.add_row("all kernels", *(f"{p['kernel_ms']:,.1f}" for p in prof.values()))
         table.add_row("wall", *(f"{p['wall_ms']:,.1f}" for p in prof.values()))
         con.print(table)
+        for lb, p in prof.items():
+            if "host" not in p:
+                continue
+            h = p["host"]
+            table = Table(title=f"{lb}: host side of the same generate — recorded CPU ops {h['cpu_op_ms']:,.1f} ms "
+                                f"({h['calls']:,} calls), untraced (Python, waiting) {h['untraced_ms']:,.1f} ms "
+                                f"of {p['wall_ms']:,.1f} ms")
+            for col in ("op (self CPU time)", "calls", "ms"):
+                table.add_column(col, justify="left" if col.startswith("op") else "right")
+            for r in h["top"][:10]:
+                table.add_row(r["name"][:90], f"{r['calls']:,}", f"{r['ms']:,.1f}")
+            con.print(table)
     return out
+
+
+def _positive_int(text: str, name: str) -> int:
+    """``text`` as an integer >= 1, or ValueError naming ``name``."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise ValueError(f"{name} must be an integer >= 1; got {text!r}")
+    return value
 
 
 def main(argv: list[str]) -> int:
     """The module's command line; returns the exit status.
 
-    ``LABEL PARTS [BACKBONE [EXECUTOR]]``: one configuration's :func:`measure`, printed as JSON on
-    the last line (how :func:`measure_in_subprocess` runs it); 1 on an exception.
-    ``OUT.json [label,…|all] [timeout_s] [backbone] [part,…] [executor]``: a whole :func:`run`,
+    ``LABEL PARTS [BACKBONE [EXECUTOR [REPEATS]]]``: one configuration's :func:`measure`, printed
+    as JSON on the last line (how :func:`measure_in_subprocess` runs it; an empty EXECUTOR is the
+    random adapter); 1 on an exception.
+    ``OUT.json [label,…|all] [timeout_s] [backbone] [part,…] [executor] [repeats]``: a whole :func:`run`,
     written to OUT.json; 2 on bad input or no CUDA (one line, no traceback), 1 when a configuration
     failed or a contract row differs (:func:`failures`, as ``advsim bench … --device cuda``), else 0.
     """
-    if len(argv) in (2, 3, 4) and not argv[0].endswith(".json"):
+    if 2 <= len(argv) <= 5 and not argv[0].endswith(".json"):
         try:
-            print(json.dumps(measure(argv[0], tuple(argv[1].split(",")), *argv[2:])))
+            kw = {"backbone": argv[2]} if len(argv) > 2 else {}
+            kw.update({"executor": argv[3] or None} if len(argv) > 3 else {})
+            kw.update({"repeats": _positive_int(argv[4], "repeats")} if len(argv) > 4 else {})
+            print(json.dumps(measure(argv[0], tuple(argv[1].split(",")), **kw)))
         except Exception:
             traceback.print_exc()
             return 1
@@ -824,7 +886,8 @@ def main(argv: list[str]) -> int:
                   timeout=float(argv[2]) if len(argv) > 2 else 900,
                   backbone=argv[3] if len(argv) > 3 else DEFAULT_BACKBONE,
                   **({"parts": tuple(argv[4].split(","))} if len(argv) > 4 else {}),
-                  executor=argv[5] if len(argv) > 5 and argv[5] else None)
+                  executor=argv[5] if len(argv) > 5 and argv[5] else None,
+                  repeats=_positive_int(argv[6], "repeats") if len(argv) > 6 else 2)
     except (ValueError, RuntimeError) as exc:  # an unknown label, no CUDA, a bad executor folder
         print(f"error: {exc}", file=sys.stderr)
         return 2

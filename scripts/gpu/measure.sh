@@ -3,7 +3,8 @@
 #   bash scripts/gpu/measure.sh bench LABELS [TIMEOUT_S] [PER_CONFIG_S] [BACKBONE] [PARTS] [EXECUTOR_DIR]
 #        # advsim.bench.cuda for some configurations -> $OUT/bench-<first label>.json; PARTS e.g.
 #        # throughput,profile (default consistency,throughput); EXECUTOR_DIR: a run's trained
-#        # adapters/executor@N (e.g. results/demo-executor-2026-12-04/executor@2) instead of the random one
+#        # adapters/executor@N (e.g. results/demo-executor-2026-12-04/executor@2) instead of the random one;
+#        # REPEATS=N timed runs per row (default 2; the rate is their median)
 #   bash scripts/gpu/measure.sh tests          # the gpu-marked tests
 #   bash scripts/gpu/measure.sh train CONFIG   # one resumable part of a training run -> $OUT/events.jsonl …
 #   bash scripts/gpu/measure.sh train-bg CONFIG [WAIT_S]  # the whole run in its own process session, then watch
@@ -34,7 +35,7 @@ case "$1" in
     [ -n "$2" ] || { echo "usage: measure.sh bench contract,default,… [timeout_s] [per_config_s] [backbone] [parts]"; exit 2; }
     tag=${2%%,*}; tag=${tag//+/-}
     timeout "${3:-540}" python3 -m advsim.bench.cuda "$OUT/bench-$tag.json" "$2" "${4:-300}" "${5:-smollm2-135m-instruct}" \
-      "${6:-consistency,throughput}" ${7:+"$7"} 2>&1 | tee "$OUT/bench-$tag.log" | { grep -v "^INFO\|^(EngineCore\|^DEBUG" || true; }
+      "${6:-consistency,throughput}" "${7:-}" ${REPEATS:+"$REPEATS"} 2>&1 | tee "$OUT/bench-$tag.log" | { grep -v "^INFO\|^(EngineCore\|^DEBUG" || true; }
     rc=$?  # the bench's own status (pipefail): 1 when a configuration failed or a contract row differs, 2 bad input
     [ -f "$OUT/bench-$tag.json" ] || cp "$OUT/bench-$tag.partial.json" "$OUT/bench-$tag.json" 2>/dev/null; rm -f "$OUT/bench-$tag.partial.json"
     exit $rc ;;
