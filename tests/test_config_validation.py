@@ -220,6 +220,22 @@ def test_kernel_families_and_their_gpu_time_from_a_profile():
                         {"name": "nvjet_b", "family": "GEMM (cuBLAS)", "launches": 1, "ms": 0.5}]
 
 
+def test_cuda_bench_engine_log_keeps_what_vllm_chose():
+    """The bench records vLLM's choices from its log: attention backend, LoRA kernel configs, and
+    each kind of CUDA graph captured (once, without tqdm's progress or the log prefix)."""
+    from advsim.bench.cuda import engine_log
+
+    text = ("(EngineCore pid=7) INFO 12-04 21:30:01 [cuda.py:367] Using AttentionBackendEnum.TRITON_ATTN backend.\n"
+            "(EngineCore pid=7) WARNING 12-04 21:30:02 [utils.py:201] Using default LoRA kernel configs\n"
+            "Capturing CUDA graphs (mixed prefill-decode, PIECEWISE):   0%|          | 0/67 [00:00<?, ?it/s]\r"
+            "Capturing CUDA graphs (mixed prefill-decode, PIECEWISE): 100%|##########| 67/67 [00:03<00:00]\n"
+            "Capturing CUDA graphs (decode, FULL):  50%|#####     | 18/35\rCapturing CUDA graphs (decode, FULL): 100%\n"
+            "INFO 12-04 21:30:09 [core.py:99] init engine took 12.5 s\n")
+    assert engine_log(text) == ["Capturing CUDA graphs (decode, FULL)",
+                                "Capturing CUDA graphs (mixed prefill-decode, PIECEWISE)",
+                                "Using AttentionBackendEnum.TRITON_ATTN backend.", "Using default LoRA kernel configs"]
+
+
 def test_host_side_of_a_profile_against_the_wall_time():
     """The profile's host summary: self CPU time per recorded op (hand-computed), the untraced rest
     of the wall time (Python, waiting), the top ops by self time; zero-call rows count nothing."""

@@ -668,10 +668,25 @@ def measure_in_subprocess(label: str, parts: tuple[str, ...], timeout: float = 9
         return {**_last_partial(lines), "error": f"exit {proc.returncode}: {proc.stderr[-6000:]}"}
     res = json.loads(lines[-1])
     res["wall_seconds"] = round(time.perf_counter() - t0, 1)
-    # what vLLM chose (its log lines): the attention backend, the LoRA kernels' config
-    res["engine_log"] = sorted({x.split("] ", 1)[-1][:200] for x in (proc.stdout + proc.stderr).splitlines()
-                                if "backend" in x.lower() or "lora kernel" in x.lower()})[:20]
+    res["engine_log"] = engine_log(proc.stdout + proc.stderr)
     return res
+
+
+def engine_log(text: str) -> list[str]:
+    """What vLLM chose, from its log: the lines naming the attention backend or the LoRA kernels'
+    configuration, and each kind of CUDA graph it captured (``Capturing CUDA graphs (decode,
+    FULL)``, without tqdm's progress), prefixes like ``(EngineCore pid=…) INFO … [file:line]``
+    removed; sorted, unique, each cut at 200 characters, at most 20."""
+    out = set()
+    for line in text.splitlines():  # tqdm's \r-separated updates are lines here too
+        msg = line.split("] ", 1)[-1]
+        low = msg.lower()
+        if "capturing cuda graphs (" in low:
+            start = low.index("capturing cuda graphs (")
+            out.add(msg[start:msg.index(")", start) + 1] if ")" in msg[start:] else msg[start:][:200])
+        elif "backend" in low or "lora kernel" in low:
+            out.add(msg[:200])
+    return sorted(out)[:20]
 
 
 def failures(results: dict) -> list[str]:
