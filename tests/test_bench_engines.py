@@ -153,7 +153,7 @@ def test_rollout_workload_counts_what_the_episodes_generated():
     seeds: the warm-up uses seed + repeats)."""
     import torch
 
-    from advsim.bench.throughput import rollout_workload
+    from advsim.bench.throughput import rollout_digest, rollout_workload
     from advsim.rollout import EpisodeSpec, run_episodes
     from advsim.suites import WebFormsSuite
     from policies.adapters import attach_role_adapters, lora_config, randomize_adapter
@@ -184,6 +184,8 @@ def test_rollout_workload_counts_what_the_episodes_generated():
         assert run["success"] == sum(e.success for e in eps) / 6
         assert eps[0].turns[0].prompt_ids == eps[1].turns[0].prompt_ids  # a task's G rollouts share the first prompt
         assert 0 < run["generate_seconds"] <= run["seconds"]  # the engine's share of the wall time
+        assert run["digest"] == rollout_digest(eps)  # the same rollouts, bit for bit, run again directly
+    assert res["runs"][0]["digest"] != res["runs"][1]["digest"]  # other tasks and seeds
     rates = [r["generated_tokens"] / r["seconds"] for r in res["runs"]]
     assert res["tokens_per_s"] == pytest.approx((rates[0] + rates[1]) / 2)  # the median of two
     assert res["turns_per_episode"] == sum(r["turns"] for r in res["runs"]) / 12
@@ -192,3 +194,25 @@ def test_rollout_workload_counts_what_the_episodes_generated():
     for bad in (dict(episodes=0), dict(episodes=5, group=2), dict(seed=-1), dict(repeats=0)):
         with pytest.raises(ValueError, match="need episodes, group, repeats"):
             rollout_workload(engine, tok, "executor@0", io=io, suite=suite, **bad)
+
+
+def test_rollout_digest_changes_with_any_token_log_prob_bit_or_verdict():
+    """The rollout fingerprint: equal for the same rollouts (rebuilt from scratch), different when
+    one log-prob moves by one ulp, a token moves from the prompt to the completion, the order of
+    episodes changes or a verdict flips."""
+    import math
+    from types import SimpleNamespace as NS
+
+    from advsim.bench.throughput import rollout_digest
+
+    def eps(lp=-0.5, prompt=(1, 2), tokens=(3, 4), success=True):
+        t1 = NS(prompt_ids=list(prompt), token_ids=list(tokens), logprobs=[lp, -1.25])
+        t2 = NS(prompt_ids=[1, 2, 3, 4, 9], token_ids=[7], logprobs=[-2.0])
+        return [NS(turns=[t1, t2], success=success), NS(turns=[], success=False)]
+
+    base = rollout_digest(eps())
+    assert len(base) == 64 and base == rollout_digest(eps())
+    assert rollout_digest(eps(lp=math.nextafter(-0.5, 0.0))) != base
+    assert rollout_digest(eps(prompt=(1, 2, 3), tokens=(4,))) != base
+    assert rollout_digest(eps(success=False)) != base
+    assert rollout_digest(list(reversed(eps()))) != base

@@ -297,7 +297,7 @@ def test_cuda_bench_rollout_rows_and_ratios(monkeypatch, capsys):
     def roll(eps_per_s, tok_per_s):
         return {"rollout": {"episodes": 256, "episodes_per_s": eps_per_s, "tokens_per_s": tok_per_s,
                             "turns_per_episode": 4.5, "tokens_per_turn": 20.0, "generate_share": 0.375,
-                            "runs": [{"success": 0.25}, {"success": 0.75}]}}
+                            "runs": [{"success": 0.25, "digest": "0123456789ab"}, {"success": 0.75, "digest": "fedcba98"}]}}
 
     canned = {"contract": roll(8.0, 9000.0), "default": roll(10.0, 11000.0), "transformers": roll(2.0, 2500.0)}
     seen = []
@@ -312,6 +312,7 @@ def test_cuda_bench_rollout_rows_and_ratios(monkeypatch, capsys):
     text = capsys.readouterr().out
     assert "Rollouts on CUDA: 256 web-world executor episodes" in text and "9,000" in text and "50.0%" in text
     assert "38%" in text  # the engine's share of the wall time ("in generate")
+    assert "01234567 fedcba98" in text  # each run's rollout digest, shortened: equal rollouts show equal digests
 
 
 def test_cuda_bench_keeps_the_finished_parts_of_a_configuration_that_timed_out(monkeypatch):

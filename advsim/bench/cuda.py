@@ -819,13 +819,15 @@ def run(parts: tuple[str, ...] = ("consistency", "throughput"), labels=None, par
                             "per task, the warm start's level mix), one generate per turn, stop at end-of-sequence; "
                             f"rates: median of {repeats} runs, the rest over all; tokens are generated tokens, 'in generate' "
                             "the share of wall time inside engine.generate")
-        for col in ("engine", "episodes / s", "tokens / s", "turns / episode", "tokens / turn", "in generate", "success"):
+        for col in ("engine", "episodes / s", "tokens / s", "turns / episode", "tokens / turn", "in generate", "success",
+                    "digest per run"):
             table.add_column(col, justify="left" if col == "engine" else "right", no_wrap=col == "engine",
                              min_width=8 if col == "in generate" else None)
         for lb, r in roll.items():
             table.add_row(lb, f"{r['episodes_per_s']:.2f}", f"{r['tokens_per_s']:,.0f}", f"{r['turns_per_episode']:.2f}",
                           f"{r['tokens_per_turn']:.1f}", f"{r['generate_share']:.0%}",
-                          f"{statistics.fmean(x['success'] for x in r['runs']):.1%}")
+                          f"{statistics.fmean(x['success'] for x in r['runs']):.1%}",
+                          " ".join(x.get("digest", "–")[:8] for x in r["runs"]))
         con.print(table)
         out["rollout_ratios"] = {f"{num} / {den}, episodes/s": roll[num]["episodes_per_s"] / roll[den]["episodes_per_s"]
                                  for num, den in RATIOS if num in roll and den in roll}

@@ -89,12 +89,15 @@ def rollout_workload(engine, tokenizer, adapter: str | None, *, episodes: int = 
 
     Returns:
         ``{"episodes", "level_weights", "runs": [{"seconds", "generate_seconds",
-        "generated_tokens", "prompt_tokens", "turns", "generate_calls", "max_batch", "success"}],
+        "generated_tokens", "prompt_tokens", "turns", "generate_calls", "max_batch", "success",
+        "digest"}],
         "tokens_per_s", "episodes_per_s"`` (medians over the timed runs), ``"turns_per_episode",
         "tokens_per_turn", "generate_share"`` (over all timed runs: the fraction of wall time spent
         inside ``engine.generate``; the rest is the host's world steps, prompts and tokenization),
         ``"group"}``; seconds are wall-clock, tokens counted per turn (``prompt_tokens``: every
-        turn's whole prompt, before any cache).
+        turn's whole prompt, before any cache); ``digest``: :func:`rollout_digest` of the run's
+        episodes — equal digests in two processes mean the same rollouts, token and log-prob
+        bits alike.
 
     Raises:
         ValueError: ``episodes``, ``group`` or ``repeats`` below 1, ``episodes`` not a multiple of
@@ -125,7 +128,7 @@ def rollout_workload(engine, tokenizer, adapter: str | None, *, episodes: int = 
                 "generated_tokens": sum(len(x.token_ids) for x in turns),
                 "prompt_tokens": sum(len(x.prompt_ids) for x in turns), "turns": len(turns),
                 "generate_calls": len(calls), "max_batch": max(calls, default=0),
-                "success": sum(e.success for e in eps) / len(eps)}
+                "success": sum(e.success for e in eps) / len(eps), "digest": rollout_digest(eps)}
 
     if warmup_episodes > 0:
         one(warmup_episodes, seed + repeats)
@@ -138,6 +141,25 @@ def rollout_workload(engine, tokenizer, adapter: str | None, *, episodes: int = 
             "turns_per_episode": turns / (episodes * repeats),
             "tokens_per_turn": sum(r["generated_tokens"] for r in runs) / max(turns, 1), "group": group,
             "generate_share": sum(r["generate_seconds"] for r in runs) / sum(max(r["seconds"], 1e-9) for r in runs)}
+
+
+def rollout_digest(episodes) -> str:
+    """SHA-256 (hex) over every episode's turns in order — each turn's prompt token ids, sampled
+    token ids and the IEEE-754 bits of their log-probs (float64, little-endian) — and its success:
+    a fingerprint that two processes, machines or engines share only if they produced the very
+    same rollouts. Episodes are anything with ``turns`` (:class:`advsim.rollout.Turn`: ``prompt_ids``,
+    ``token_ids``, ``logprobs``) and ``success``."""
+    import hashlib
+    import struct
+
+    h = hashlib.sha256()
+    for e in episodes:
+        h.update(b"E%d|" % int(bool(e.success)))
+        for t in e.turns:
+            h.update(b"P" + struct.pack(f"<{len(t.prompt_ids)}q", *t.prompt_ids))
+            h.update(b"T" + struct.pack(f"<{len(t.token_ids)}q", *t.token_ids))
+            h.update(b"L" + struct.pack(f"<{len(t.logprobs)}d", *t.logprobs))
+    return h.hexdigest()
 
 
 class _TimedEngine:
