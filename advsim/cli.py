@@ -171,7 +171,8 @@ def bench_throughput(
     device: str = typer.Option("cpu", "--device", help=_DEVICE_HELP),
     backbone: str = typer.Option("smollm2-135m-instruct", "--backbone", help=_BACKBONE_HELP),
     profile: bool = typer.Option(False, "--profile", help="cuda only: also the GPU time per kernel family of one "
-                                 "B = 256 generate per vLLM configuration (torch.profiler): where the contract's cost lies"),
+                                 "B = 256 generate per vLLM configuration (torch.profiler), and the host side of that "
+                                 "call (self CPU time per op, untraced Python time): where the contract's cost lies"),
     rollout: bool = typer.Option(False, "--rollout", help="cuda only: also whole web-world executor episodes (256 per "
                                  "run, one generate per turn, stop at end-of-sequence): episodes/s and tokens/s on the "
                                  "training workload; transformers runs there as TorchEngine (static cache, compiled "
