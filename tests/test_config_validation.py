@@ -249,6 +249,38 @@ def test_host_side_of_a_profile_against_the_wall_time():
     assert summarise_host([], wall_ms=5.0) == {"cpu_op_ms": 0.0, "untraced_ms": 5.0, "calls": 0, "top": []}
 
 
+@pytest.mark.filterwarnings("ignore:CUDA is not available, disabling CUDA profiling")
+def test_cuda_bench_profile_prefills_new_prompts_not_the_warm_ups(monkeypatch):
+    """The profiled generate gets prompts the warm-up did not (a repeat would be served from the
+    prefix cache: decode only), B × 512 tokens each, a seed per request, the executor adapter on
+    every request; its result has the wall time, kernels and host summary (CPU profiler here)."""
+    import torch
+
+    from advsim.bench import cuda
+
+    calls = []
+
+    class LLM:
+        def generate(self, prompts, sp, lora_request=None, use_tqdm=True):
+            calls.append(([p["prompt_token_ids"] for p in prompts], [x.seed for x in sp], lora_request))
+            return []
+
+    class Engine:
+        llm = LLM()
+
+        def lora_request(self, name):
+            return f"lora:{name}"
+
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda: None)
+    res = cuda._profile_vllm(Engine(), vocab=1000, batch=3, new_tokens=4)
+    (warm, seeds, lora), (prof, seeds2, lora2) = calls
+    assert len(warm) == len(prof) == 3 and all(len(p) == cuda.PROMPT_TOKENS for p in warm + prof)
+    assert not set(map(tuple, warm)) & set(map(tuple, prof))  # nothing the prefix cache holds
+    assert seeds == seeds2 == [0, 1, 2] and lora == lora2 == ["lora:executor@0"] * 3
+    assert (res["batch"], res["prompt_tokens"], res["new_tokens"]) == (3, 512, 4)
+    assert res["wall_ms"] >= 0 and res["host"]["untraced_ms"] <= res["wall_ms"]
+
+
 def test_cuda_bench_profile_tables_show_kernels_and_host_per_configuration(monkeypatch, capsys):
     """``run(parts=("profile",))`` prints the GPU time per kernel family side by side and, per
     configuration, the host side of the same call (canned profiles: no GPU here)."""

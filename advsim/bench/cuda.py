@@ -381,8 +381,11 @@ def summarise_host(ops, wall_ms: float, top: int = 15) -> dict:
 
 
 def _profile_vllm(engine, vocab: int, batch: int = 256, new_tokens: int = 32, adapter: str | None = "executor@0") -> dict:
-    """One ``generate`` of ``batch`` 512-token prompts × ``new_tokens`` tokens (executor adapter
-    on every request, after a warm-up call) under ``torch.profiler``: GPU time per kernel family
+    """One ``generate`` of ``batch`` new 512-token prompts × ``new_tokens`` tokens (executor adapter
+    on every request, after a warm-up call on other prompts, so the profiled call prefills its
+    prompts as the timed throughput runs do — the first profile, in
+    ``results/h200-rollout-bench-2026-12-04c/``, re-used the warm-up's prompts, which the prefix
+    cache served: decode only) under ``torch.profiler``: GPU time per kernel family
     (:func:`summarise_kernels`) and the call's wall time. The engine runs in this process
     (``VLLM_ENABLE_V1_MULTIPROCESSING=0``), so its kernels are recorded, including those replayed
     from CUDA graphs where CUPTI reports them (compare ``kernel_ms`` with ``wall_ms``); and the
@@ -394,15 +397,19 @@ def _profile_vllm(engine, vocab: int, batch: int = 256, new_tokens: int = 32, ad
     from vllm.inputs import TokensPrompt
 
     lora = engine.lora_request(adapter) if adapter else None
-    prompts = [TokensPrompt(prompt_token_ids=p) for p in _random_prompts(batch, (PROMPT_TOKENS,), seed=7, vocab=vocab)]
     sp = [SamplingParams(max_tokens=new_tokens, ignore_eos=True, temperature=1.0, top_p=0.95, seed=i, logprobs=0)
           for i in range(batch)]
-    gen = lambda: engine.llm.generate(prompts, sp, lora_request=[lora] * batch if lora else None, use_tqdm=False)
-    gen()
+
+    def gen(seed: int):  # new prompts each call: a repeat would be served from the prefix cache (no prefill)
+        prompts = [TokensPrompt(prompt_token_ids=p) for p in _random_prompts(batch, (PROMPT_TOKENS,), seed=seed,
+                                                                               vocab=vocab)]
+        return engine.llm.generate(prompts, sp, lora_request=[lora] * batch if lora else None, use_tqdm=False)
+
+    gen(7)
     torch.cuda.synchronize()
     with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
         t0 = time.perf_counter()
-        gen()
+        gen(8)
         torch.cuda.synchronize()
         wall = time.perf_counter() - t0
     kernels = [(e.name, e.time_range.elapsed_us()) for e in prof.events() if e.device_type == DeviceType.CUDA]
