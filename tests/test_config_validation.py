@@ -112,6 +112,21 @@ def test_cuda_without_cuda_is_a_clear_error(tmp_path):
     assert "Traceback" not in res.output and not (tmp_path / "run").exists()
 
 
+def test_batched_sampler_is_cuda_only_and_a_contract_bench_row(monkeypatch):
+    """``VLLMEngine(batched_sampler=True)`` off CUDA is a ValueError before any model loads; the
+    bench's ``contract-sampler`` row is the contract with it, a contract row (its consistency rows
+    must be bit-identical), measured only when named."""
+    import policies.backbone as pb
+    from advsim.bench import cuda
+    from policies.engines import VLLMEngine
+
+    monkeypatch.setattr(pb, "resolve_backbone", lambda *a, **k: pytest.fail("loaded a model before refusing"))
+    with pytest.raises(ValueError, match="batched_sampler is for vLLM on CUDA .*device is 'cpu'"):
+        VLLMEngine(batched_sampler=True)
+    assert cuda.CONFIGS["contract-sampler"] == {**cuda.CONFIGS["contract"], "batched_sampler": True}
+    assert "contract-sampler" in cuda.CONTRACT_LABELS and "contract-sampler" in cuda.NOT_BY_DEFAULT
+
+
 def test_engine_settings_checked_outside_the_config_too():
     from policies.engines import check_engine_settings
 
@@ -278,7 +293,8 @@ def test_cuda_bench_profile_prefills_new_prompts_not_the_warm_ups(monkeypatch):
     assert not set(map(tuple, warm)) & set(map(tuple, prof))  # nothing the prefix cache holds
     assert seeds == seeds2 == [0, 1, 2] and lora == lora2 == ["lora:executor@0"] * 3
     assert (res["batch"], res["prompt_tokens"], res["new_tokens"]) == (3, 512, 4)
-    assert res["wall_ms"] >= 0 and res["host"]["untraced_ms"] <= res["wall_ms"]
+    host = res["host"]
+    assert host["cpu_op_ms"] >= 0 and abs(host["cpu_op_ms"] + host["untraced_ms"] - res["wall_ms"]) < 0.1  # rounding
 
 
 def test_cuda_bench_profile_tables_show_kernels_and_host_per_configuration(monkeypatch, capsys):
@@ -562,11 +578,12 @@ def test_cuda_bench_names_an_unknown_configuration_before_anything_runs():
     from advsim.bench import cuda
 
     with pytest.raises(ValueError, match=r"unknown configuration\(s\) 'contract-cublass'; known: contract, "
-                                         r"contract-eager, contract-fa3, contract-triton, contract-cublas, default, "
-                                         r"default-base, transformers, transformers-base, transformers-dynamic, "
+                                         r"contract-eager, contract-fa3, contract-triton, contract-cublas, "
+                                         r"contract-sampler, default, default-base, transformers, transformers-base, "
+                                         r"transformers-dynamic, "
                                          r"gradient"):
         cuda.run(("throughput",), labels=["contract", "contract-cublass"])
-    assert set(cuda.NOT_BY_DEFAULT) == {"contract-cublas", "default-base"}
+    assert set(cuda.NOT_BY_DEFAULT) == {"contract-cublas", "contract-sampler", "default-base"}
     assert ("default-base", "transformers-base") in cuda.RATIOS and ("contract", "transformers") in cuda.RATIOS
 
 

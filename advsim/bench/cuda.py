@@ -13,7 +13,8 @@ three seeded random LoRA role adapters (r = 8, A, B ~ N(0, 0.05²)) and, later, 
   :mod:`policies.vllm_cuda_patches`); ``contract-eager`` (the same, eager), ``contract-fa3`` (the
   same with FlashAttention 3) and ``contract-triton`` (the same with vLLM's batch-invariant Triton
   matmul for the linear layers): one choice of the contract changed each; ``contract-cublas`` (the
-  cuBLAS choice stated explicitly); ``default`` — vLLM as a user runs it (CUDA graphs,
+  cuBLAS choice stated explicitly); ``contract-sampler`` (the contract with the batched seeded
+  sampler, :mod:`policies.vllm_seeded_sampler`); ``default`` — vLLM as a user runs it (CUDA graphs,
   default attention backend, batch-invariant mode off): the **negative control**, which must
   differ. All keep vLLM's prefix caching on (the engine's default).
 * Consistency rows (each: compared tokens, bit-equal tokens, max/mean/std |Δℓ|, k3 KL, the
@@ -81,6 +82,7 @@ CONFIGS = {
     "contract-fa3": dict(consistent=True, cuda_graphs=True, attention_backend="FLASH_ATTN"),
     "contract-triton": dict(consistent=True, cuda_graphs=True, cublas_linear=False),
     "contract-cublas": dict(consistent=True, cuda_graphs=True, cublas_linear=True),
+    "contract-sampler": dict(consistent=True, cuda_graphs=True, batched_sampler=True),
     "default": dict(consistent=False, cuda_graphs=True),
     "default-base": dict(consistent=False, cuda_graphs=True, enable_lora=False),
 }
@@ -91,15 +93,17 @@ row-invariant at start (:mod:`policies.vllm_cuda_patches`; the engine's defaults
 those choices each (they show whether it is needed or what it costs; the contract does not rely on
 them; ``contract-triton`` is vLLM 0.22's own batch-invariant Triton matmul for the linear layers,
 the contract before 2026-12-04); ``contract-cublas`` states the cuBLAS choice explicitly (the same
-engine as ``contract`` today; the label of the 2026-12-04 measurements); ``default`` is vLLM's own
+engine as ``contract`` today; the label of the 2026-12-04 measurements); ``contract-sampler`` is
+``contract`` with every seeded request's sampling noise in one launch
+(:mod:`policies.vllm_seeded_sampler`; only when named); ``default`` is vLLM's own
 default configuration (the negative control); ``default-base`` is ``default`` with LoRA off and no
 adapter on any request — a throughput diagnostic only (with ``transformers-base``, transformers
 without the adapter): how much of every engine's distance from the bandwidth floor is the LoRA
 path. The two ``-base`` rows are measured only when asked and have no consistency rows."""
-NOT_BY_DEFAULT = ("contract-cublas", "default-base")
+NOT_BY_DEFAULT = ("contract-cublas", "contract-sampler", "default-base")
 """Labels :func:`run` measures only when asked: ``contract-cublas`` is the same engine as
-``contract`` today; ``default-base`` (and ``transformers-base``) are no-adapter diagnostics."""
-CONTRACT_LABELS = ("contract", "contract-triton", "contract-cublas")
+``contract`` today; ``contract-sampler`` an unmeasured speed option; ``default-base`` (and ``transformers-base``) are no-adapter diagnostics."""
+CONTRACT_LABELS = ("contract", "contract-triton", "contract-cublas", "contract-sampler")
 """Configurations that keep the contract: each of their consistency rows must be bit-identical
 (:func:`failures`), and their throughput is reported as a ratio to ``default`` and ``transformers``."""
 RATIOS = tuple((c, d) for c in CONTRACT_LABELS for d in ("default", "transformers")) + (
@@ -623,6 +627,7 @@ def measure(label: str, parts: tuple[str, ...], backbone: str = DEFAULT_BACKBONE
                             device="cuda", dtype="bfloat16", seed=0, **CONFIGS[label])
         out["start_seconds"] = round(time.perf_counter() - t0, 1)
         out["linear_kernel"] = {"kernel": engine.linear_kernel, "reason": engine.linear_kernel_reason}
+        out["sampler"] = engine.sampler
         for r in ROLES if lora else ():
             engine.add_adapter(f"{r}@0", executor if r == "executor" and executor else root / f"{r}@0")
         vocab = model.config.vocab_size

@@ -163,6 +163,13 @@ class VLLMEngine:
             tokens/s at batch 64 / 256 = 0.84× / 0.86× vLLM's default in the same run, diff = 0 in
             every consistency row (``results/h200-vllm-bench-1.7b-2026-12-04``). False: vLLM's
             Triton matmul (the ``contract-triton`` bench row).
+        batched_sampler: CUDA only (default False): draw every seeded request's sampling noise in
+            one Triton launch (:mod:`policies.vllm_seeded_sampler`) instead of vLLM 0.22's one
+            launch per request per step (every request of ours carries a seed). Samples the same
+            distribution, still a function of (request seed, step) only, but other tokens than
+            vLLM's per-request generators for the same seeds; the reported log-probs do not change.
+            Process-wide once installed; ``sampler`` says which sampler runs. Not yet measured on a
+            GPU (the ``contract-sampler`` bench row).
 
     The batch-invariant mode is process-wide (vLLM reads it at import): every VLLMEngine of a
     process on CUDA must agree on ``consistent``; a second one that does not raises
@@ -173,7 +180,8 @@ class VLLMEngine:
     drops the ``LLM`` object (vLLM frees its KV cache with it).
 
     Raises:
-        ValueError: ``device``/``dtype`` this build cannot run (:func:`check_engine_settings`).
+        ValueError: ``device``/``dtype`` this build cannot run (:func:`check_engine_settings`), or
+            ``batched_sampler`` off CUDA.
     """
 
     request_type = GenerationRequest  # what generate() takes (judges build requests from it)
@@ -187,10 +195,12 @@ class VLLMEngine:
                  vllm_cache_root: str | os.PathLike | None = None, device: str = "cpu",
                  dtype: str = "float32", cuda_graphs: bool = True,
                  attention_backend: str | None = None, gpu_memory_utilization: float = 0.9,
-                 cublas_linear: bool = True) -> None:
+                 cublas_linear: bool = True, batched_sampler: bool = False) -> None:
         from policies.backbone import cache_root, load_tokenizer, resolve_backbone
 
         check_engine_settings("vllm", device, dtype)
+        if batched_sampler and device != "cuda":
+            raise ValueError(f"batched_sampler is for vLLM on CUDA (vLLM 0.22's sampler); device is {device!r}")
         path = resolve_backbone(model)
         os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
         os.environ.setdefault("VLLM_CACHE_ROOT", str(vllm_cache_root or (cache_root() / "vllm")))
@@ -211,6 +221,20 @@ class VLLMEngine:
                 path, consistent, cublas_linear, max(max_model_len, max_num_batched_tokens or 8192))
             (log.warning if consistent and cublas_linear and self.linear_kernel != "cublas" else log.info)(
                 "VLLMEngine linear layers: %s (%s)", self.linear_kernel, self.linear_kernel_reason)
+        self.sampler = "vllm (one generator per seeded request)"  # CUDA: or the batched Philox sampler
+        if batched_sampler:
+            from policies import vllm_seeded_sampler
+
+            ok, why = vllm_seeded_sampler.install()
+            if ok:
+                self.sampler = f"batched: {why}"
+        elif device == "cuda":
+            from policies import vllm_seeded_sampler
+
+            if vllm_seeded_sampler.installed():
+                log.warning("VLLMEngine(batched_sampler=False) in a process where the batched sampler is already "
+                            "installed: it samples with it anyway")
+                self.sampler = f"batched: {vllm_seeded_sampler._STATE['reason']} (installed earlier in this process)"
         else:
             os.environ["VLLM_CPU_KVCACHE_SPACE"] = str(kv_cache_gib)
             if consistent:
