@@ -22,7 +22,9 @@ The noise differs from what ``torch.Generator`` would have drawn for the same se
 sampled tokens differ from vLLM's stock sampler for the same seeds (same distribution); the
 log-probabilities the engine reports do not depend on the noise (they come from the logits), so
 the rollout/training contract is untouched. Opt-in: ``VLLMEngine(batched_sampler=True)`` on CUDA
-(bench row ``contract-sampler``); not measured on a GPU yet.
+(bench row ``contract-sampler``); not measured on a GPU yet. Only vLLM's V1 model runner calls
+``random_sample`` (the engine turns vLLM 0.22's V2 runner off when the sampler is asked for);
+:func:`calls` counts the calls, so a run can check it really sampled through the patch.
 
 Read against vLLM 0.22 (:data:`PROVEN_VERSIONS`); elsewhere :func:`install` patches nothing and
 says why.
@@ -32,7 +34,6 @@ from __future__ import annotations
 
 import functools
 import logging
-import weakref
 
 log = logging.getLogger(__name__)
 
@@ -41,11 +42,11 @@ PROVEN_VERSIONS = ("0.22.",)
 BLOCK = 1024
 """Columns per Triton program."""
 
-_STEPS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
-"""Generator → how many times :func:`random_sample` has drawn for it (its request's sampling
-step k). vLLM makes one generator per seeded request when the request arrives, so a new request
-starts at k = 0; the entry goes with the generator."""
-_STATE = {"installed": False, "reason": "not installed"}
+OFFSET_PER_DRAW = 4
+"""How far one draw moves a request generator's Philox offset: what vLLM 0.22 assumes one
+``exponential_`` consumed when it rewinds a discarded partial-prefill sample
+(``gen.set_offset(gen.get_offset() - 4)`` in ``gpu_model_runner.py``)."""
+_STATE = {"installed": False, "reason": "not installed", "calls": 0}
 
 
 @functools.cache
@@ -96,7 +97,17 @@ def seeded_exponential_(q, rows, seeds, steps) -> None:
 
 
 def _signed64(seed: int) -> int:
+    """A 64-bit unsigned seed as the int64 with the same bits (what the kernel reads back as uint64)."""
     return seed - (1 << 64) if seed >= (1 << 63) else seed
+
+
+def _next_step(generator) -> int:
+    """The request's sampling step k, kept in its generator's own offset (k = offset / 4, then
+    advanced by :data:`OFFSET_PER_DRAW`), so that vLLM's rewind of a discarded sample rewinds it too
+    and a request that vLLM makes anew (a new generator, offset 0) starts at k = 0."""
+    offset = generator.get_offset()
+    generator.set_offset(offset + OFFSET_PER_DRAW)
+    return offset // OFFSET_PER_DRAW
 
 
 def random_sample(probs, generators: dict):
@@ -104,29 +115,34 @@ def random_sample(probs, generators: dict):
 
     Args:
         probs: float32 ``[R, V]`` probabilities (after top-k / top-p), divided in place.
-        generators: batch row → that request's ``torch.Generator`` (only its ``initial_seed()`` is
-            read; its state is not advanced: the step count is kept here per generator).
+        generators: batch row → that request's CUDA ``torch.Generator``: its ``initial_seed()``
+            is the key, its offset counts the request's draws (:func:`_next_step`); nothing is
+            drawn from it.
 
     Returns:
         int64 ``[R]`` sampled token ids: argmax_j probs_j / q_j.
     """
     import torch
 
+    _STATE["calls"] += 1
     q = torch.empty_like(probs)
     if len(generators) != probs.shape[0]:
         q.exponential_()  # the rows without a seed, as vLLM does
     if generators:
-        rows, seeds, steps = [], [], []
-        for i, g in generators.items():
-            k = _STEPS.get(g, 0)
-            _STEPS[g] = k + 1
-            rows.append(i)
-            seeds.append(_signed64(g.initial_seed()))
-            steps.append(k)
-        meta = torch.tensor([rows, seeds, steps], dtype=torch.int64, pin_memory=probs.is_cuda)
-        meta = meta.to(probs.device, non_blocking=True)
-        seeded_exponential_(q, meta[0], meta[1], meta[2])
+        n = len(generators)
+        m = n + n % 2  # an even row length keeps meta[1] and meta[2] 16-byte aligned (one compiled kernel)
+        meta = [[0] * m for _ in range(3)]
+        for j, (i, g) in enumerate(generators.items()):
+            meta[0][j], meta[1][j], meta[2][j] = i, _signed64(g.initial_seed()), _next_step(g)
+        meta = torch.tensor(meta, dtype=torch.int64, pin_memory=probs.is_cuda).to(probs.device, non_blocking=True)
+        seeded_exponential_(q, meta[0, :n], meta[1, :n], meta[2, :n])
     return probs.div_(q).argmax(dim=-1).view(-1)
+
+
+def calls() -> int:
+    """How many times :func:`random_sample` ran in this process (the bench checks vLLM samples
+    through it: a model runner that does not call ``random_sample`` would leave it at 0)."""
+    return _STATE["calls"]
 
 
 def install() -> tuple[bool, str]:

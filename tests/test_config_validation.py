@@ -204,6 +204,12 @@ def test_cuda_bench_failures_name_crashes_and_differing_contract_rows():
     res["configs"]["contract-triton"] = {"rows": {"a": row}}
     res["configs"]["contract-cublas"] = {"rows": {"a": {**row, "n_equal": 2, "max": 0.25}}}
     assert failures(res) == ["contract-cublas: a: 2/4 bit-equal, max 0.25"]  # every contract configuration
+    res["configs"] = {"contract-sampler": {"sampler": "batched: one Philox launch", "sampler_calls": 0,
+                                           "rows": {"a": row}},
+                      "contract": {"sampler": "vllm (one generator per seeded request)"}}
+    assert failures(res) == ["contract-sampler: the batched sampler was installed but vLLM never sampled through it"]
+    res["configs"]["contract-sampler"]["sampler_calls"] = 12
+    assert failures(res) == []
 
 
 def test_kernel_families_and_their_gpu_time_from_a_profile():

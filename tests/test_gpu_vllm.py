@@ -132,9 +132,10 @@ def test_learner_builds_its_graph_in_fp32_beside_a_bf16_vllm_engine(tmp_path):
 
 def test_batched_seeded_sampler_on_cuda_is_batch_invariant_and_exponential():
     """The batched seeded sampler's kernel compiled for the GPU (:mod:`policies.vllm_seeded_sampler`):
-    a request's noise is the same alone as in row 200 of 256 rows, positive, and Exp(1) (mean 1
-    within 4 standard errors over 256 × 49,152 draws: 4 / √n = 0.0008); ``random_sample`` gives a
-    seeded request the same tokens alone and in a batch of 256."""
+    a request's noise is the same alone as in row 200 of 256 rows, positive, and Exp(1) (over the
+    finite ones of 256 × 49,152 draws, mean 1 within 4 standard errors, 4 / √n = 0.00113; +∞, at
+    u = 0, has probability 2⁻³¹ a draw: a handful at most); ``random_sample`` gives a seeded request
+    the same tokens alone and in a batch of 256, its step counted in the generator's offset."""
     from policies import vllm_seeded_sampler as vss
 
     V = 49152
@@ -146,7 +147,9 @@ def test_batched_seeded_sampler_on_cuda_is_batch_invariant_and_exponential():
     steps = torch.full((256,), 5, device="cuda")
     vss.seeded_exponential_(many, torch.arange(256, device="cuda"), seeds, steps)
     assert torch.equal(many[200], alone[0])
-    assert many.min().item() > 0 and abs(many.mean().item() - 1.0) < 0.0008
+    finite = many[torch.isfinite(many)]
+    assert many.min().item() > 0 and many.numel() - finite.numel() <= 5
+    assert abs(finite.mean().item() - 1.0) < 4 / many.numel() ** 0.5
     probs = torch.softmax(torch.randn(256, V, device="cuda"), dim=-1)
 
     def gens():
@@ -160,4 +163,4 @@ def test_batched_seeded_sampler_on_cuda_is_batch_invariant_and_exponential():
     g1, g256 = gens(), gens()
     one = [vss.random_sample(probs[7:8].clone(), {0: g1[7]}).item() for _ in range(5)]
     batch = [vss.random_sample(probs.clone(), g256)[7].item() for _ in range(5)]
-    assert one == batch
+    assert one == batch and g1[7].get_offset() == g256[7].get_offset() == 5 * vss.OFFSET_PER_DRAW

@@ -23,10 +23,18 @@ def noise(seeds, steps, n_cols=3000, rows=None, n_rows=None):
     vss.seeded_exponential_(q, torch.tensor(rows), torch.tensor(seeds), torch.tensor(steps))
     return q
 
-def gen(seed):
-    g = torch.Generator()
-    g.manual_seed(seed)
-    return g
+class Gen:
+    """What random_sample reads of vLLM's CUDA torch.Generator (CPU generators have no offset)."""
+    def __init__(self, seed):
+        self.seed, self.offset = seed, 0
+    def initial_seed(self):
+        return self.seed
+    def get_offset(self):
+        return self.offset
+    def set_offset(self, offset):
+        self.offset = offset
+
+gen = Gen
 
 out = {}
 alone = noise([11], [3])[0]
@@ -43,11 +51,20 @@ p = torch.tensor([0.5, 0.3, 0.2, 0.0])
 g_alone, g_batch = gen(5), gen(5)
 out["alone"] = [vss.random_sample(p[None].clone(), {0: g_alone}).item() for _ in range(6)]
 out["batch"] = [vss.random_sample(p.repeat(3, 1), {2: g_batch, 0: gen(9)})[2].item() for _ in range(6)]
-out["steps"] = [vss._STEPS[g_alone], vss._STEPS[g_batch]]
+out["offsets"] = [g_alone.offset, g_batch.offset]
+g = gen(5)
+first = [vss.random_sample(p[None].clone(), {0: g}).item() for _ in range(3)]
+g.set_offset(g.get_offset() - 4)  # vLLM 0.22 rewinds a discarded partial-prefill sample this way
+out["rewound_repeats_step_2"] = vss.random_sample(p[None].clone(), {0: g}).item() == first[2] == out["alone"][2]
+flat = torch.full((1, 3000), 1.0 / 3000)  # a seed above 2**63 keeps its 64 bits: passed as the int64 -5
+big, minus5 = gen(2**64 - 5), gen(-5)
+out["big_seed_is_minus_5"] = [vss.random_sample(flat.clone(), {0: big}).item() for _ in range(4)] == \
+    [vss.random_sample(flat.clone(), {0: minus5}).item() for _ in range(4)]
 out["mixed"] = vss.random_sample(p.repeat(2, 1), {1: gen(1)}).tolist()
 g = gen(123)
 draws = torch.tensor([vss.random_sample(p[None].clone(), {0: g}).item() for _ in range(1500)])
 out["freq"] = (torch.bincount(draws, minlength=4).double() / 1500).tolist()
+out["calls"] = vss.calls()
 print(json.dumps(out))
 '''
 
@@ -78,11 +95,16 @@ def test_noise_is_exponential_and_never_zero(measured):
 
 
 def test_random_sample_counts_steps_per_generator_and_follows_the_probabilities(measured):
-    """``random_sample``: request seed 5's k-th token is the same alone as in a batch (its step kept
-    per generator: 6 draws each), a row without a seed still samples, a zero-probability token is
-    never drawn, and 1,500 draws follow p = (0.5, 0.3, 0.2, 0) within 4 standard errors."""
+    """``random_sample``: request seed 5's k-th token is the same alone as in a batch (its step k in
+    its generator's offset, 4 per draw, so vLLM's rewind of a discarded sample repeats step k), a
+    row without a seed still samples, a zero-probability token is never drawn, 1,500 draws follow
+    p = (0.5, 0.3, 0.2, 0) within 4 standard errors, a seed ≥ 2⁶³ keeps its 64 bits, and every call
+    is counted."""
     assert measured["alone"] == measured["batch"] and len(set(measured["alone"])) > 1
-    assert measured["steps"] == [6, 6]
+    assert measured["offsets"] == [24, 24]  # 6 draws x 4, in each generator's own offset
+    assert measured["rewound_repeats_step_2"] is True  # vLLM's rewind of a discarded sample rewinds the step
+    assert measured["big_seed_is_minus_5"] is True
+    assert measured["calls"] == 6 + 6 + 3 + 1 + 4 + 4 + 1 + 1500  # every random_sample above
     assert len(measured["mixed"]) == 2 and set(measured["mixed"]) <= {0, 1, 2}
     freq = measured["freq"]
     assert freq[3] == 0

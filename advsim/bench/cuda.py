@@ -656,6 +656,10 @@ def measure(label: str, parts: tuple[str, ...], backbone: str = DEFAULT_BACKBONE
                 on_row=lambda rows: print(json.dumps({"partial": {**out, "rows": dict(rows)}}), flush=True))
             out["rows"] = dict(out["rows"])
             out["consistency_seconds"] = round(time.perf_counter() - t0, 1)
+        if engine.sampler.startswith("batched"):
+            from policies import vllm_seeded_sampler
+
+            out["sampler_calls"] = vllm_seeded_sampler.calls()  # 0: vLLM did not sample through it
     return out
 
 
@@ -702,11 +706,15 @@ def engine_log(text: str) -> list[str]:
 
 
 def failures(results: dict) -> list[str]:
-    """What makes a :func:`run` a failure: a configuration that did not finish, or a row of a
+    """What makes a :func:`run` a failure: a configuration that did not finish, a row of a
     contract configuration (:data:`CONTRACT_LABELS`) whose values are not all bit-identical (or
-    whose tokens differ)."""
+    whose tokens differ), or a configuration with the batched sampler that vLLM never sampled
+    through (``sampler_calls`` 0)."""
     out = [f"{lb}: {r['error'].strip().splitlines()[-1] if r['error'].strip() else 'failed'}"
            for lb, r in results.get("configs", {}).items() if "error" in r]
+    for lb, r in results.get("configs", {}).items():
+        if r.get("sampler", "").startswith("batched") and not r.get("sampler_calls", 1):
+            out.append(f"{lb}: the batched sampler was installed but vLLM never sampled through it")
     for lb in CONTRACT_LABELS:
         for name, row in results.get("configs", {}).get(lb, {}).get("rows", {}).items():
             if row["n_equal"] != row["n_tokens"] or not row.get("same_tokens", True):

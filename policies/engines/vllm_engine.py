@@ -181,7 +181,7 @@ class VLLMEngine:
 
     Raises:
         ValueError: ``device``/``dtype`` this build cannot run (:func:`check_engine_settings`), or
-            ``batched_sampler`` off CUDA.
+            ``batched_sampler`` off CUDA or refused here (another vLLM version, no Triton).
     """
 
     request_type = GenerationRequest  # what generate() takes (judges build requests from it)
@@ -226,8 +226,10 @@ class VLLMEngine:
             from policies import vllm_seeded_sampler
 
             ok, why = vllm_seeded_sampler.install()
-            if ok:
-                self.sampler = f"batched: {why}"
+            if not ok:  # asked for explicitly: running vLLM's own sampler instead would mislabel a measurement
+                raise ValueError(f"batched_sampler: {why}")
+            os.environ["VLLM_USE_V2_MODEL_RUNNER"] = "0"  # vLLM 0.22's V2 runner samples elsewhere (gpu/sample/)
+            self.sampler = f"batched: {why}"
         elif device == "cuda":
             from policies import vllm_seeded_sampler
 
