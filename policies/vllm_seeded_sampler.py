@@ -189,3 +189,8 @@ def _refuse(reason: str) -> tuple[bool, str]:
 def installed() -> bool:
     """Whether :func:`install` replaced vLLM's ``random_sample`` in this process."""
     return _STATE["installed"]
+
+
+def reason() -> str:
+    """Why the patch is or is not installed in this process (the last :func:`install` outcome)."""
+    return _STATE["reason"]

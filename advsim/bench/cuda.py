@@ -743,8 +743,8 @@ def run(parts: tuple[str, ...] = ("consistency", "throughput"), labels=None, par
             backbone) that every row with an adapter samples from instead of the random one: on
             the rollout workload a trained executor ends episodes at their own length.
         repeats: timed runs per throughput batch size and per rollout row, each configuration's
-            rate being their median (vLLM's rate varies ~20 % from one call to the next at 135M:
-            more runs per row narrow what one call can tell).
+            rate being their median (vLLM's rate moved 6–50 % from one call to the next at 135M on
+            the H200: more runs per row narrow what one call can tell).
 
     Raises:
         ValueError: a label that is not a configuration, ``executor`` not such a folder

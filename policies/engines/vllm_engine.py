@@ -236,7 +236,7 @@ class VLLMEngine:
             if vllm_seeded_sampler.installed():
                 log.warning("VLLMEngine(batched_sampler=False) in a process where the batched sampler is already "
                             "installed: it samples with it anyway")
-                self.sampler = f"batched: {vllm_seeded_sampler._STATE['reason']} (installed earlier in this process)"
+                self.sampler = f"batched: {vllm_seeded_sampler.reason()} (installed earlier in this process)"
         else:
             os.environ["VLLM_CPU_KVCACHE_SPACE"] = str(kv_cache_gib)
             if consistent:
