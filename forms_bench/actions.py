@@ -344,12 +344,16 @@ def _bracket_closes(text: str, start: int = 0) -> tuple[list[int], list[int]]:
     return pos, close
 
 
-def _literal(node: ast.AST, where: str) -> Any:
+def _literal(node: ast.AST, where: str, source: str) -> Any:
+    """``node``'s Python literal value; the error quotes the argument's own text from ``source``
+    (``ast.get_source_segment``: a slice, linear — ``ast.unparse`` recurses and overflows the stack
+    on a 10-token ``-------…1``)."""
     try:
         return ast.literal_eval(node)
     except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+        text = ast.get_source_segment(source, node) or ""
         raise ActionParseError(f"{where} must be a literal (a quoted string or a number), "
-                               f"got `{ast.unparse(node)[:80]}`") from None
+                               f"got `{text[:80]}`") from None
 
 
 def parse_call(text: str, specs: Mapping[str, CallSpec]) -> Call:
@@ -415,7 +419,7 @@ def parse_call(text: str, specs: Mapping[str, CallSpec]) -> Call:
         if isinstance(arg, ast.Starred):
             break
         try:
-            kwargs[name] = _literal(arg, f"{spec.name}: argument `{name}`")
+            kwargs[name] = _literal(arg, f"{spec.name}: argument `{name}`", call_text)
         except ActionParseError as exc:
             problems.append(str(exc))
     for kw in node.keywords:
@@ -428,7 +432,7 @@ def parse_call(text: str, specs: Mapping[str, CallSpec]) -> Call:
             problems.append(f"{spec.name}: argument `{kw.arg}` given twice")
         else:
             try:
-                kwargs[kw.arg] = _literal(kw.value, f"{spec.name}: argument `{kw.arg}`")
+                kwargs[kw.arg] = _literal(kw.value, f"{spec.name}: argument `{kw.arg}`", call_text)
             except ActionParseError as exc:
                 problems.append(str(exc))
     missing = [p for p in spec.params[: spec.required] if p not in kwargs]

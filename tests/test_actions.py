@@ -37,6 +37,14 @@ def test_parse_valid(text, expected):
     ("click(*args)", "click: *args/**kwargs are not allowed"),
     ("click(-1)", "click: argument `bid` must be a string, got int"),
     (None, "action must be a string, got NoneType"),
+    # a 10-token model output: literal_eval refuses it cleanly; the message once came from
+    # ast.unparse, which recursed past the stack limit (RecursionError, not a parse error)
+    pytest.param("click(" + "-" * 330 + "1)",
+                 "click: argument `bid` must be a literal (a quoted string or a number), got `---", id="330-minus"),
+    pytest.param("fill('1', " + "not " * 2000 + "x)",
+                 "fill: argument `value` must be a literal (a quoted string or a number), got `not not", id="2000-not"),
+    pytest.param("click(bid=a" + "[0]" * 400 + ")",
+                 "click: argument `bid` must be a literal (a quoted string or a number), got `a[0][0]", id="400-subscripts"),
 ])
 def test_parse_errors_are_precise(text, message):
     with pytest.raises(ActionParseError) as exc:
