@@ -38,7 +38,9 @@ class TaskProposal(BaseModel):
             (:class:`~forms_bench.difficulty.Difficulty`); None keeps the level's value.
     """
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # strict: a model writing "level": true, "seed": "12" or "extras": "off" has not written a
+    # valid proposal (pydantic's lax mode would read 1, 12 and False and count it valid, ν = 1)
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
 
     stratum: Stratum
     domain: str = Field(json_schema_extra={"enum": list(DOMAIN_NAMES)})

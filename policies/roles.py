@@ -153,15 +153,27 @@ def first_json_object(text: str, role: str) -> dict[str, Any]:
     """The first JSON object in ``text`` (text around it, e.g. a code fence, is ignored).
 
     Raises:
-        RoleParseError: no object, invalid JSON, or not an object.
+        RoleParseError: no object, invalid JSON (a duplicate key or nesting past the decoder's
+            recursion limit included), or not an object.
     """
     start = text.find("{")
     if start < 0:
         raise RoleParseError(f"{role}: no JSON object in the output")
+
+    def unique(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for k, v in pairs:
+            if k in out:
+                raise RoleParseError(f"{role}: duplicate key {k!r} in one JSON object")
+            out[k] = v
+        return out
+
     try:
-        obj, _ = json.JSONDecoder().raw_decode(text[start:])
+        obj, _ = json.JSONDecoder(object_pairs_hook=unique).raw_decode(text[start:])
     except json.JSONDecodeError as exc:
         raise RoleParseError(f"{role}: invalid JSON ({exc.msg} at character {exc.pos})") from None
+    except RecursionError:  # ~1,000 nested brackets: json's C decoder gives up with this
+        raise RoleParseError(f"{role}: JSON nested too deeply") from None
     if not isinstance(obj, dict):
         raise RoleParseError(f"{role}: expected a JSON object")
     return obj

@@ -210,6 +210,10 @@ def test_wrapper_without_adversary_only_records():
     ('{"instruction": "x", "marker": 3}', None, "malformed: 'marker' must be a string"),
     ('{"instruction": "x", "target_action": 46}', None, "malformed: 'target_action' must be a string or null"),
     ('{"instruction": "x", "target_action": "rm -rf /"}', None, None),
+    ('{"instruction": "x", "instruction": "y"}', None, "malformed JSON: duplicate key 'instruction'"),
+    pytest.param('{"instruction": ' + "[" * 3000 + "]" * 3000 + "}", None, "malformed JSON: nested too deeply",
+                 id="3000-brackets"),
+    pytest.param('{"instruction": "x", "target_action": "click(' + "-" * 330 + '1)"}', None, None, id="deep-target"),
 ])
 def test_parse_adversary_reply(text, instruction, error):
     inj, err = parse_adversary_reply(text)

@@ -42,6 +42,13 @@ def test_executor_ok():
     ('{"stratum": "derived_values", "domain": "shipping", "seed": -4}', "curriculum: seed: Input should be greater than or equal to 0"),
     ('{"stratum": "derived_values", "domain": "shipping"}', "curriculum: seed: Field required"),
     ('{"stratum": "derived_values", "domain": "shipping", "seed": 1, "x": 2}', "curriculum: x: Extra inputs are not permitted"),
+    # wrong JSON types are not read as something else (pydantic's lax mode took true as 1, "12" as 12)
+    ('{"stratum": "derived_values", "domain": "shipping", "level": true, "seed": 1}', "curriculum: level: Input should be a valid integer"),
+    ('{"stratum": "derived_values", "domain": "shipping", "seed": "12"}', "curriculum: seed: Input should be a valid integer"),
+    ('{"stratum": "derived_values", "domain": "shipping", "seed": 1.0}', "curriculum: seed: Input should be a valid integer"),
+    ('{"stratum": "derived_values", "domain": "shipping", "seed": 1, "extras": "off"}', "curriculum: extras: Input should be a valid boolean"),
+    ('{"stratum": "derived_values", "domain": "shipping", "seed": 1, "seed": 2}', "curriculum: duplicate key 'seed' in one JSON object"),
+    pytest.param('{"stratum": ' + "[" * 1000, "curriculum: JSON nested too deeply", id="1000-brackets"),
 ])
 def test_curriculum_errors(text, message):
     with pytest.raises(RoleParseError) as exc:

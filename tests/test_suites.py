@@ -198,6 +198,10 @@ def test_ledger_suite_parses_the_curriculum_and_the_adversary_with_named_errors(
     for text, msg in (('{"domain": "kitchen", "level": 1, "seed": 7}', "domain"),
                       ('{"domain": "customer_ops", "level": 9, "seed": 7}', "curriculum: level: "),
                       ('{"domain": "customer_ops", "level": 1}', "curriculum: seed: Field required"),
+                      ('{"domain": "customer_ops", "level": true, "seed": 7}', "curriculum: level: Input should be a valid integer"),
+                      ('{"domain": "customer_ops", "level": 1, "seed": 7, "historic": "yes"}',
+                       "curriculum: historic: Input should be a valid boolean"),
+                      ('{"domain": "customer_ops", "level": 1, "seed": 7, "seed": 8}', "duplicate key 'seed'"),
                       ("no json", "no JSON object")):
         with pytest.raises(ValueError, match=msg):
             ledger.parse_proposal(io, text)

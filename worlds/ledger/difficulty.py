@@ -75,7 +75,9 @@ class LedgerProposal(BaseModel):
         protocol, extra_groups, historic: optional overrides of the level's knobs.
     """
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # strict: a model writing "level": true, "seed": "12" or "extras": "off" has not written a
+    # valid proposal (pydantic's lax mode would read 1, 12 and False and count it valid, ν = 1)
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
 
     domain: str = Field(json_schema_extra={"enum": list(DOMAINS)})
     level: int = Field(default=TOP_LEVEL, ge=0, le=TOP_LEVEL)
