@@ -311,6 +311,10 @@ def _args(d, case: int, action: int = 0) -> dict:
      "own.json: tools.get_time.entity_type: unknown entity type 'clocks'"),
     (lambda d: d.update(suite="x"),
      "own.json: unknown top-level field 'suite' (allowed: version, seed, description, tools, entity_types, cases)"),
+    (lambda d: d["tools"]["refund_charge"]["params"][1].update(minimum=float("nan")),
+     "own.json: tools.refund_charge.params[1].minimum: Input should be a finite number"),
+    (lambda d: d["tools"]["refund_charge"]["params"][1].update(minimum="inf"),
+     "own.json: tools.refund_charge.params[1].minimum: Input should be a finite number"),
     (lambda d: d.update(cases=[]), "own.json: cases: the file holds no case"),
     (lambda d: d.pop("entity_types"), "own.json: missing top-level field 'entity_types'"),
 ])
@@ -338,6 +342,23 @@ def test_bad_json_files_and_the_command_exit_code(tmp_path):
     weak.write_text(json.dumps(d))
     res = CliRunner().invoke(app, ["ledger", "check", "--cases", str(weak), "--case", "own-duplicate-refund"])
     assert res.exit_code == 1 and "FAILED own-duplicate-refund twin: charge 'CH-1' is no wrong-entity trap" in res.output
+
+
+def test_a_reference_value_past_28_digits_is_checked_not_crashed(tmp_path):
+    """1e30 once raised decimal.InvalidOperation inside the self-check (round() past the context's
+    28 digits); now the check runs and says which forms of the value the world cannot read."""
+    from worlds.ledger.suite import _decimals_at_most
+
+    assert [_decimals_at_most(v, 2) for v in (49.99, 49.999, 1e30, "1,049.50", "0.000", 1.23e29)] == \
+        [True, False, True, True, True, True]
+    assert [_decimals_at_most(v, 0) for v in (1.5, 100, "0.000")] == [False, True, True]
+    d = copy.deepcopy(RAW)
+    _args(d, 1)["amount"]["value"] = 1e30
+    big = tmp_path / "big.json"
+    big.write_text(json.dumps(d))
+    res = CliRunner().invoke(app, ["ledger", "check", "--cases", str(big), "--case", "own-duplicate-refund"])
+    assert res.exit_code == 1, res.output
+    assert "FAILED own-duplicate-refund variant number_as_string: ECS 0: WRONG_ARG refund_charge.amount" in res.output
 
 
 def test_templates_are_checked_in_linear_time():

@@ -54,7 +54,7 @@ class Param(_Strict):
     type: ParamType = "string"
     description: str = ""
     required: bool = True
-    minimum: Optional[float] = None
+    minimum: Optional[float] = Field(default=None, allow_inf_nan=False)
 
     @model_validator(mode="after")
     def _check(self) -> "Param":

@@ -229,8 +229,17 @@ def _number_params(case: Case, tools, action: ActionSpec) -> list[tuple[str, Any
 
 
 def _decimals_at_most(v: Any, places: int) -> bool:
+    """Whether ``v`` reads as a number with at most ``places`` digits after the point, counted
+    on the decimal's own digits (``round`` would need the context's 28 digits of precision and
+    raise ``InvalidOperation`` for a reference value such as ``1e30``)."""
     n = parse_number(v)
-    return n is not None and n == round(n, places)
+    if n is None:
+        return False
+    _, digits, exponent = n.as_tuple()
+    if not any(digits):
+        return True  # zero, however written
+    trailing = len(digits) - len("".join(map(str, digits)).rstrip("0"))
+    return -(exponent + trailing) <= places
 
 
 def _failing_value(spec: ArgSpec, ptype: str) -> Any:
