@@ -19,6 +19,8 @@ import yaml
 from pydantic import ConfigDict, Field, ValidationError
 from pydantic.dataclasses import dataclass
 
+from forms_bench.yaml_keys import unique_key_loader
+
 # no inf/nan in float fields; booleans and huge integers in number fields: _check_numbers
 _STRICT = ConfigDict(extra="forbid", strict=False, allow_inf_nan=False, validate_assignment=True)
 _INT_MAX = 2**31 - 1
@@ -401,22 +403,6 @@ def _memory_gib(device: str = "cpu") -> int | None:
         return None
 
 
-class _UniqueKeyLoader(yaml.SafeLoader):
-    """YAML loader that rejects a key written twice in one mapping (PyYAML keeps the last)."""
-
-
-def _no_duplicates(loader, node, deep=False):
-    seen = set()
-    for key_node, _ in node.value:
-        key = loader.construct_object(key_node, deep=deep)
-        if key in seen:
-            raise yaml.constructor.ConstructorError(None, None, f"duplicate key {key!r}", key_node.start_mark)
-        seen.add(key)
-    return loader.construct_mapping(node, deep)
-
-
-_UniqueKeyLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _no_duplicates)
-
 SECTIONS = ("model", "engine", "optim", "warmstart", "stage1", "stage2", "rollout", "eval")
 
 
@@ -510,7 +496,7 @@ def load_config(path: str | Path, *, run_record: bool = False) -> TrainConfig:
     """
     path = Path(path)
     try:
-        data = yaml.load(path.read_text(encoding="utf-8"), Loader=_UniqueKeyLoader) or {}
+        data = yaml.load(path.read_text(encoding="utf-8"), Loader=unique_key_loader()) or {}
     except (OSError, yaml.YAMLError) as exc:
         raise ConfigError(f"{path}: {exc}") from None
     except UnicodeDecodeError as exc:

@@ -37,6 +37,8 @@ from typing import Any, Literal, Mapping, Optional, Union
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictStr, ValidationError, field_validator, model_validator
 
+from forms_bench.yaml_keys import unique_key_loader
+
 Value = Union[bool, str]
 PageFieldKind = Literal["text", "select", "radiogroup", "checkbox", "radio"]
 """How a field of a user page holds its value: ``text`` (text box, search box, spin button,
@@ -159,32 +161,6 @@ def spec_from_dict(data: Any, source: str = "spec") -> PageSpec:
         raise PageSpecError(f"{source}: " + "; ".join(problems)) from None
 
 
-class _UniqueKeyLoader:  # built lazily: yaml is imported only for YAML specs
-    loader: Any = None
-
-    @classmethod
-    def get(cls):
-        if cls.loader is None:
-            import yaml
-
-            class Loader(yaml.SafeLoader):
-                pass
-
-            def mapping(loader, node, deep=False):
-                keys = set()
-                for k, _ in node.value:
-                    key = loader.construct_object(k, deep=deep)
-                    if key in keys:
-                        raise yaml.constructor.ConstructorError(
-                            None, None, f"duplicate key {key!r}", k.start_mark)  # context: none
-                    keys.add(key)
-                return yaml.SafeLoader.construct_mapping(loader, node, deep)
-
-            Loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, mapping)
-            cls.loader = Loader
-        return cls.loader
-
-
 def _yaml_problem(e: Exception) -> str:
     problem = getattr(e, "problem", None)
     if not problem:
@@ -223,7 +199,7 @@ def load_spec(path: str | Path) -> PageSpec:
         import yaml
 
         try:
-            data = yaml.load(text, Loader=_UniqueKeyLoader.get())  # noqa: S506 - a SafeLoader subclass
+            data = yaml.load(text, Loader=unique_key_loader())  # noqa: S506 - a SafeLoader subclass
         except yaml.YAMLError as e:
             raise PageSpecError(f"{path}: not valid YAML: {_yaml_problem(e)}") from None
         except RecursionError:

@@ -40,6 +40,10 @@ def test_duplicate_block_and_missing_section_in_a_file(tmp_path):
     dup.write_text(demo + "stage1:\n  proposals: 3\n")
     with pytest.raises(ConfigError, match="duplicate key 'stage1'"):
         load_config(dup)
+    listkey = tmp_path / "listkey.yaml"
+    listkey.write_text(demo + "? [stage1, stage2]\n: 1\n")  # PyYAML's own error, not a TypeError
+    with pytest.raises(ConfigError, match="found unhashable key"):
+        load_config(listkey)
     data = yaml.safe_load(demo)
     del data["stage2"]
     missing = tmp_path / "missing.yaml"

@@ -120,6 +120,7 @@ def test_every_part_may_be_empty_or_absent():
     ("s.json", '{"goal": "x", "final_control": "Go", "forbidden": ["Go"]}', "forbidden: 'Go' is also the final control"),
     ("s.json", '{"goal": "   "}', "goal: the goal is empty"),
     ("s.yaml", "goal: x\ngoal: y\n", "not valid YAML: duplicate key 'goal' (line 2, column 1)"),
+    ("s.yaml", "goal: x\n? [a, b]\n: 1\n", "not valid YAML: while constructing a mapping: found unhashable key (line 2, column 3)"),
     ("s.yaml", "goal: [x\n", "not valid YAML: while parsing a flow sequence: expected ',' or ']', but got '<stream end>' (line 2, column 1)"),
     ("s.txt", "{}", "a spec file ends in .json, .yaml or .yml"),
     ("s.json", "[" * 100_000 + "]" * 100_000, "JSON nested too deeply"),
