@@ -238,7 +238,7 @@ class RolloutConfig:
     max_new_tokens: int = _f(48, "Tokens per executor action.", ge=1)
     proposal_max_new_tokens: int = _f(160, "Tokens per curriculum/adversary proposal.", ge=1)
     temperature: float = _f(1.0, "Sampling temperature of all roles during training.", ge=0)
-    top_p: float = _f(1.0, "Nucleus sampling threshold.", ge=0, le=1)
+    top_p: float = _f(1.0, "Nucleus sampling threshold, in (0, 1] (0 keeps no token: vLLM refuses it).", gt=0, le=1)
     proposal_temperature: Optional[float] = _f(
         None, "Sampling temperature of the curriculum's and the adversary's proposals (training, format check "
         "and evaluation); None = temperature. The update uses the raw (temperature-1) log-probs of the sampled "
@@ -347,9 +347,22 @@ class TrainConfig:
         sizes = self.eval.pool_per_level
         if any(n < 0 for n in (sizes.values() if isinstance(sizes, dict) else [sizes])):
             raise ValueError(f"eval.pool_per_level: sizes must be >= 0, got {sizes}")
-        bad_levels = [lv for lv in self.eval.levels if not 0 <= lv <= 5]
-        if bad_levels:
-            raise ValueError(f"eval.levels: {bad_levels} outside the difficulty levels 0-5")
+        for name, levels in (("eval.levels", self.eval.levels), ("stage1.probe_levels", self.stage1.probe_levels),
+                             ("eval.attacked_levels", self.eval.attacked_levels or [])):
+            bad_levels = [lv for lv in levels if not 0 <= lv <= 5]
+            if bad_levels:
+                raise ValueError(f"{name}: {bad_levels} outside the difficulty levels 0-5")
+        unpooled = sorted(set(self.eval.attacked_levels or []) - set(self.eval.levels))
+        if unpooled:
+            raise ValueError(f"eval.attacked_levels: {unpooled} not in eval.levels {self.eval.levels}: only pool "
+                             "levels can be run attacked")
+        # every checkpoint name the config can produce (whatever `stages` this part of a run trains)
+        names = (["warmstart"] + [f"capability-iter-{t}" for t in range(1, self.stage1.iterations + 1)]
+                 + [f"robust-iter-{t}" for t in range(1, self.stage2.iterations + 1)])
+        unknown = [c for c in self.eval.attacked_checkpoints or [] if c not in names]
+        if unknown:
+            raise ValueError(f"eval.attacked_checkpoints: {unknown}: not a checkpoint of this config (expected some "
+                             f"of {', '.join(names)})")
         if self.stage1.executor_groups == "controls" and self.stage1.rollouts_per_task != self.stage1.control_runs:
             raise ValueError(f"stage1.executor_groups: 'controls' reuses the K control runs as the executor's "
                              f"groups, so rollouts_per_task ({self.stage1.rollouts_per_task}) must equal "

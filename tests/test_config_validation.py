@@ -20,6 +20,16 @@ DEMO = Path(__file__).resolve().parent.parent / "configs" / "demo.yaml"
     ("engine: {dtype: bfloat16}", "engine.dtype: 'bfloat16' with engine.kind 'vllm' on cpu is not supported"),
     ("engine: {kind: tensorrt}", "engine.kind: Input should be 'vllm' or 'torch'"),
     ("eval: {levels: [0, 9]}", "eval.levels: [9] outside the difficulty levels 0-5"),
+    # values that once passed and failed minutes later (vLLM at the first generate, stage 1) or did nothing
+    ("rollout: {top_p: 0.0}", "rollout.top_p: Input should be greater than 0"),
+    ("stage1: {probe_levels: [0, 99]}", "stage1.probe_levels: [99] outside the difficulty levels 0-5"),
+    ("eval: {attacked_levels: [7]}", "eval.attacked_levels: [7] outside the difficulty levels 0-5"),
+    ("eval: {levels: [0, 1], attacked_levels: [2]}", "eval.attacked_levels: [2] not in eval.levels [0, 1]"),
+    ("eval: {attacked_checkpoints: [nope]}", "eval.attacked_checkpoints: ['nope']: not a checkpoint of this config "
+     "(expected some of warmstart, capability-iter-1, capability-iter-2, capability-iter-3, robust-iter-1, "
+     "robust-iter-2, robust-iter-3)"),
+    ("stage2: {iterations: 1}\neval: {attacked_checkpoints: [robust-iter-2]}",
+     "eval.attacked_checkpoints: ['robust-iter-2']: not a checkpoint of this config"),
     # numbers are numbers and in range: YAML's true is not 1, inf is not a rate, an int fits 32 bits
     ("optim: {learning_rate: .inf}", "optim.learning_rate: Input should be a finite number"),
     ("rollout: {max_steps: 1000000000000000000000000000000}",
