@@ -550,7 +550,11 @@ def test_stages_option_rejects_empty_items(tmp_path):
 
 @pytest.mark.parametrize("args, message", [(["--policy", "random"], "error: unknown policy 'random'; available: oracle"),
                                            (["--tasks", "nope"], "error: unknown task id(s): nope"),
-                                           (["--world", "moon"], "error: unknown world 'moon'")])
+                                           (["--world", "moon"], "error: unknown world 'moon'"),
+                                           # once a negative slice (135 tasks) and a bare int() error
+                                           (["--tasks", "sample:-3"], "error: 'sample:-3': expected sample:N with N a "
+                                                                      "non-negative integer"),
+                                           (["--tasks", "sample:abc"], "error: 'sample:abc': expected sample:N")])
 def test_bench_forms_bad_arguments_are_usage_errors(args, message):
     from typer.testing import CliRunner
 

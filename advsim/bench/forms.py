@@ -15,26 +15,11 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-import forms_bench
 from forms_bench.oracle import solve
 from forms_bench.schema import STRATA, Task
+from forms_bench.suite import select_tasks
 from judges.strict import check_record
 from worlds.web.sim import SimWebWorld
-
-
-def _select(tasks: str) -> list[Task]:
-    all_tasks = forms_bench.load("test")
-    if tasks == "all":
-        return all_tasks
-    if tasks.startswith("sample:"):  # a stratified sample: sample:N per stratum
-        n = int(tasks.split(":", 1)[1])
-        return [t for s in STRATA for t in [x for x in all_tasks if x.stratum == s][:n]]
-    wanted = [t.strip() for t in tasks.split(",") if t.strip()]
-    by_id = {t.id: t for t in all_tasks}
-    missing = [t for t in wanted if t not in by_id]
-    if missing:
-        raise ValueError(f"unknown task id(s): {', '.join(missing)}")
-    return [by_id[t] for t in wanted]
 
 
 def _episode(world, task: Task, actions) -> tuple[list[str], bool, list[str], list[float]]:
@@ -70,13 +55,13 @@ def check_args(policy: str, world: str, tasks: str) -> list:
     """The tasks :func:`run` will play, after checking its arguments (nothing is started).
 
     Raises:
-        ValueError: unknown policy, world or task id.
+        ValueError: unknown policy, world or task id, or a malformed ``sample:N``.
     """
     if policy != "oracle":
         raise ValueError(f"unknown policy {policy!r}; available: oracle")
     if world not in ("sim", "browser", "both"):
         raise ValueError(f"unknown world {world!r}; expected sim, browser or both")
-    return _select(tasks)
+    return select_tasks(tasks)
 
 
 def run(policy: str = "oracle", world: str = "sim", tasks: str = "all", console: Console | None = None) -> dict[str, Any]:
