@@ -52,7 +52,7 @@ from decimal import Decimal, InvalidOperation
 from typing import Callable
 
 from advsim.envs.adversaries import (MAX_QUERY_TOKENS, AdversaryDecision, AdversaryQuery, FixedAdversary,
-                                     adversary_messages, parse_adversary_reply)
+                                     adversary_messages, context_overflow, parse_adversary_reply)
 from forms_bench.actions import Action
 from forms_bench.injection import Injection
 from forms_bench.schema import Task
@@ -347,6 +347,9 @@ class RoleAdversary:
                                 max_new_tokens=max(1, min(self.max_new_tokens, query.max_tokens)),
                                 temperature=self.temperature, seed=self.seed + self.calls)
         self.calls += 1
+        if (too_long := context_overflow(self.engine, len(ids), req.max_new_tokens)):
+            self.errors = (self.errors + [too_long])[-3:]
+            return AdversaryDecision(None, "", 0, too_long)
         gen = self.engine.generate([req])[0]
         try:
             alpha = self.io.parse_adversary(gen.text)

@@ -140,6 +140,12 @@ def run_episodes(engine, prompt_fn: PromptFn, specs: Sequence[EpisodeSpec], adap
                  store=None) -> list[Episode]:
     """Run every spec to the end; returns episodes in spec order.
 
+    An episode whose next prompt + ``max_new_tokens`` would not fit the engine's
+    ``max_model_len`` (a transcript grown by long outputs and error messages) ends there: its env
+    is truncated (``env.unwrapped.truncate()``) and judged as at the step limit; its
+    ``final_info["truncated_by"]`` says why (and, when it failed, its first reason); the other
+    episodes go on (the engine would refuse the whole batch).
+
     Args:
         engine: a :class:`policies.engines.Engine`.
         prompt_fn: builds the executor prompt's token ids from an observation and the previous
@@ -217,16 +223,40 @@ def run_episodes(engine, prompt_fn: PromptFn, specs: Sequence[EpisodeSpec], adap
         episodes.append(ep)
 
     turn = 0
+    limit = getattr(engine, "max_model_len", None)
     while active:
         requests = []
         batch = getattr(prompt_fn, "batch", None)  # one tokenizer call for the whole turn (suites.BatchedPrompt)
         prompts = batch([(obs[i], episodes[i].actions) for i in active]) if batch is not None else \
             [prompt_fn(obs[i], episodes[i].actions) for i in active]
+        fits = []
         for i, ids in zip(active, prompts):
+            if limit is not None and len(ids) + max_new_tokens > limit:
+                # the transcript outgrew the context window: the episode ends here, truncated and
+                # judged as at the step limit (the engine would refuse the whole batch)
+                ep = episodes[i]
+                why = (f"context window: the next prompt has {len(ids)} tokens; + {max_new_tokens} new tokens "
+                       f"exceeds engine.max_model_len {limit}")
+                try:
+                    _, info = envs[i].unwrapped.truncate()
+                except Exception as exc:  # noqa: BLE001 - only with world_errors="fail_episode"
+                    if world_errors == "raise":
+                        raise
+                    ep.success, ep.reasons = False, [why, f"world error: {type(exc).__name__}: {exc}"]
+                    continue
+                ep.success = bool(info["success"])
+                ep.reasons = ([] if ep.success else [why]) + list(info["reasons"])
+                ep.final_info = {**info, "truncated_by": why}
+                continue
+            fits.append((i, ids))
+        active = [i for i, _ in fits]
+        for i, ids in fits:
             requests.append(GenerationRequest(prompt_ids=tuple(ids), adapter=adapter, max_new_tokens=max_new_tokens,
                                               temperature=temperature, top_p=top_p,
                                               seed=request_seed(seed, i if specs[i].slot is None else specs[i].slot,
                                                                 turn), tag=i))
+        if not requests:
+            break
         gens = engine.generate(requests)
         if progress:
             progress(len(gens))

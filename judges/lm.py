@@ -271,15 +271,28 @@ class LMJudge:
         return tuple(int(i) for i in ids)
 
     def judge_many(self, trajectories: Sequence[Trajectory]) -> list[LMVerdict]:
-        """Judge several trajectories with one ``engine.generate`` call (k requests each)."""
+        """Judge several trajectories with one ``engine.generate`` call (k requests each).
+
+        A trajectory whose prompt + ``max_new_tokens`` does not fit the engine's ``max_model_len``
+        (when it has one) is not sent: the judge cannot read it whole, so its verdict is a
+        failure with ``parse_error`` saying so (counted with the unparseable verdicts), and the
+        other trajectories are judged as usual (the engine would refuse the whole batch).
+        """
         GenerationRequest = self.request_type or getattr(self.engine, "request_type", None)
         if GenerationRequest is None:
             raise TypeError("LMJudge needs request_type= or an engine with a request_type attribute "
                             "(e.g. policies.engines.GenerationRequest)")
-        prompts, requests = [], []
-        for traj in trajectories:
+        limit = getattr(self.engine, "max_model_len", None)
+        prompts, requests, unread = [], [], {}
+        for t, traj in enumerate(trajectories):
             text, nonce = self.build_prompt(traj)
             ids = self._encode(text)
+            if limit is not None and len(ids) + self.max_new_tokens > limit:
+                why = (f"the judge's prompt has {len(ids)} tokens; + {self.max_new_tokens} new tokens exceeds the "
+                       f"engine's max_model_len {limit}: not judged")
+                unread[t] = LMVerdict(False, [f"LM judge: {why}"], votes=[None] * self.k, raw=[],
+                                      parse_errors=[why] * self.k, parse_error=why, nonce=nonce)
+                continue
             prompts.append(nonce)
             for s in range(self.k):
                 self._calls += 1
@@ -290,10 +303,15 @@ class LMJudge:
         gens = list(self.engine.generate(requests)) if requests else []
         if len(gens) != len(requests):
             raise RuntimeError(f"engine returned {len(gens)} generations for {len(requests)} requests")
+        judged = iter(range(len(prompts)))
         out = []
-        for i, nonce in enumerate(prompts):
+        for t in range(len(trajectories)):
+            if t in unread:
+                out.append(unread[t])
+                continue
+            i = next(judged)
             texts = [self._text(g) for g in gens[i * self.k:(i + 1) * self.k]]
-            out.append(self.verdict_from_completions(texts, nonce, PREFILL if self.prefill else ""))
+            out.append(self.verdict_from_completions(texts, prompts[i], PREFILL if self.prefill else ""))
         return out
 
     def _text(self, gen: Any) -> str:

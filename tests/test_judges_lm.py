@@ -174,6 +174,24 @@ def test_nonce_is_redrawn_when_it_occurs_in_the_content(tok):
     assert nonce != first and first in text
 
 
+def test_a_trajectory_past_the_engines_context_window_is_not_judged(tok):
+    """The engine would refuse the whole batch; the judge leaves that one trajectory unjudged
+    (a failed verdict with parse_error) and judges the others."""
+    engine = ScriptedEngine(tok, lambda prompt, r: "VERDICT: 1")
+    judge = LMJudge(engine, tok, k=2, max_new_tokens=16)
+    short, long = sample_traj(), sample_traj(page_extra="\n\tparagraph 'x'" * 400)
+    n_short = len(judge._encode(judge.build_prompt(short)[0]))
+    n_long = len(judge._encode(judge.build_prompt(long)[0]))
+    engine.max_model_len = n_short + 16 + 8  # room for another nonce's tokens
+    assert n_long > engine.max_model_len
+    a, b, c = judge.judge_many([short, long, short])
+    assert (a.success, c.success, a.votes, len(engine.requests)) == (True, True, [1, 1], 4)
+    # (each call draws a new delimiter nonce, so the length varies by a few tokens)
+    assert re.fullmatch(rf"the judge's prompt has \d+ tokens; \+ 16 new tokens exceeds the engine's max_model_len "
+                        rf"{n_short + 24}: not judged", b.parse_error)
+    assert (b.success, b.votes, b.reasons) == (False, [None, None], [f"LM judge: {b.parse_error}"])
+
+
 def test_render_trajectory_pages_modes():
     t = Trajectory(goal="g", pages=["p0", "p1"], actions=["click('1')"], errors=["boom"], message=None)
     assert render_trajectory(t) == ("GOAL:\ng\nACTIONS:\n1. click('1')   -> error: boom\n"

@@ -94,6 +94,20 @@ def test_truncation_and_errors():
     assert info["reasons"][-1] == "NO_FINAL_ANSWER the episode ended after 3 steps without final_answer"
 
 
+def test_truncate_scores_the_episode_as_the_step_limit_does():
+    env = gym.make("advsim/EvidenceLedger-v0", max_steps=40)
+    env.reset(options={"case_id": "V1-cust-001"})
+    env.step("get_charge(charge_id='CH-0000')")
+    env.step("open_the_vault()")
+    r, info = env.unwrapped.truncate()
+    assert (r, info["ecs"], info["success"], info["step"], info["action"]) == (0.0, 0, False, 2, None)
+    assert info["reasons"][-1] == "NO_FINAL_ANSWER the episode ended after 2 steps without final_answer"
+    with pytest.raises(RuntimeError, match=r"step\(\) called on a finished episode"):
+        env.step("get_charge(charge_id='CH-0000')")
+    with pytest.raises(RuntimeError, match=r"truncate\(\) called on a finished episode"):
+        env.unwrapped.truncate()
+
+
 def test_legacy_decision():
     env = gym.make("advsim/EvidenceLedger-v0")
     obs, info = env.reset(options={"case_id": "Legacy-eng-002"})

@@ -333,6 +333,26 @@ def test_strict_mode_raises_on_a_perturbed_rollout(tok):
 
 # -- TorchEngine -----------------------------------------------------------------------------
 
+def test_torch_engine_refuses_a_request_past_max_model_len(tok):
+    """engine.max_model_len means for TorchEngine what it means for VLLMEngine (make_engine passes it)."""
+    from types import SimpleNamespace
+
+    from policies.engines import make_engine
+
+    pm = _peft(tok)
+    p = tuple(_seqs(tok)[0])
+    engine = TorchEngine(pm, tok, max_model_len=len(p) + 4)
+    assert len(engine.generate([GenerationRequest(p, "executor@0", max_new_tokens=4, seed=0)])) == 1
+    with pytest.raises(ValueError, match=f"prompt of {len(p)} tokens \\+ 5 new tokens exceeds max_model_len={len(p) + 4}"):
+        engine.generate([GenerationRequest(p, None, max_new_tokens=5, seed=0)])
+    assert TorchEngine(pm, tok).max_model_len is None
+    with pytest.raises(ValueError, match="max_model_len must be >= 2 or None; got 1"):
+        TorchEngine(pm, tok, max_model_len=1)
+    settings = SimpleNamespace(kind="torch", device="cpu", dtype="float32", max_model_len=777, kv_cache_gib=1,
+                               threads=2, max_num_seqs=4)
+    assert make_engine(settings, model=pm, tokenizer=tok).max_model_len == 777
+
+
 def test_torch_engine_generate_is_seeded_and_scores_per_adapter(tok):
     pm = _peft(tok)
     engine = TorchEngine(pm, tok)

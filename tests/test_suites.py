@@ -95,15 +95,41 @@ def _scripted_engine(scripts):
     calls: dict[int, int] = {}
 
     class Engine:
+        max_model_len = None
+
         def generate(self, requests):
             out = []
             for r in requests:
+                if self.max_model_len is not None and len(r.prompt_ids) + r.max_new_tokens > self.max_model_len:
+                    raise ValueError("prompt + max_new_tokens exceeds max_model_len")  # as VLLMEngine and TorchEngine
                 k = calls.get(r.tag, 0)
                 calls[r.tag] = k + 1
                 out.append(Generation(r, [1, 2], [-0.1, -0.2], None, "stop", f"Call: {scripts[r.tag][k]}"))
             return out
 
     return Engine()
+
+
+def test_an_episode_whose_next_prompt_outgrows_the_context_window_ends_there():
+    """The engine refuses a request whose prompt + max_new_tokens exceeds its max_model_len (the
+    whole batch); the rollout ends that episode first — truncated, judged on the state it reached —
+    and the others go on."""
+    from advsim.rollout import EpisodeSpec, run_episodes
+    from tests.sample_task import task as sample
+
+    engine = _scripted_engine([["select_option('13', 'Express')", "click('20')", "send_msg_to_user('done')"],
+                               ["select_option('13', 'Express')", "click('20')", "noop()", "noop()"],
+                               ["noop()", "noop()", "noop()", "noop()"]])
+    engine.max_model_len = 60
+    # prompts of 10, 30, 50, 70 tokens at turns 0-3: with 8 new tokens, turn 3 does not fit
+    eps = run_episodes(engine, lambda obs, hist: [1] * (10 + 20 * len(hist)), [EpisodeSpec(sample)] * 3, None,
+                       seed=0, suite=WebFormsSuite(), max_steps=12, max_new_tokens=8)
+    done, solved, stuck = eps
+    assert (done.success, len(done.turns), "truncated_by" in done.final_info) == (True, 3, False)
+    why = "context window: the next prompt has 70 tokens; + 8 new tokens exceeds engine.max_model_len 60"
+    assert (solved.success, len(solved.turns), solved.reasons, solved.final_info["truncated_by"]) == (True, 3, [], why)
+    assert (stuck.success, len(stuck.turns), stuck.reasons[0]) == (False, 3, why)
+    assert stuck.reasons[1:] == ["final control 'Submit request' was never activated"]
 
 
 def test_rollouts_run_in_the_ledger_world_through_its_suite():

@@ -123,6 +123,27 @@ def test_truncated_after_twelve_actions_with_strict_reward():
         env.step("noop()")
 
 
+def test_truncate_ends_and_judges_the_episode_as_the_step_limit_does():
+    """truncate(): a limit outside the env (the executor's context window) ends the episode now;
+    the verdict is the judge's on the state reached, as at the step limit (here: solved)."""
+    env = make()
+    env.reset(seed=0)
+    env.step("select_option('13', 'Express')")
+    env.step("click('20')")
+    r, info = env.truncate()
+    assert (r, info["success"], info["reasons"], info["step"], info["action"]) == (1.0, True, [], 2, None)
+    with pytest.raises(RuntimeError, match=r"step\(\) called on a finished episode"):
+        env.step("noop()")
+    with pytest.raises(RuntimeError, match=r"truncate\(\) called on a finished episode"):
+        env.truncate()
+    env.reset(seed=0)
+    env.step("select_option('13', 'Express')")
+    r, info = env.truncate()  # never submitted
+    assert (r, info["success"]) == (0.0, False) and any("never activated" in x for x in info["reasons"])
+    with pytest.raises(RuntimeError, match=r"truncate\(\) called before reset\(\)"):
+        make().truncate()
+
+
 def test_radio_and_checkbox_semantics():
     env = make()
     env.reset(seed=0)

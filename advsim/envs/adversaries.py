@@ -168,6 +168,17 @@ def parse_adversary_reply(text: str) -> tuple[Injection | None, str]:
 # adversaries
 # ------------------------------------------------------------------------------------------
 
+def context_overflow(engine: Any, prompt_tokens: int, max_new_tokens: int) -> str:
+    """Why a prompt of ``prompt_tokens`` + ``max_new_tokens`` cannot be sent to ``engine`` (past
+    its ``max_model_len``), or '' when it fits or the engine has no limit. An adversary whose
+    prompt has outgrown the context window waits (the engine would raise)."""
+    limit = getattr(engine, "max_model_len", None)
+    if limit is None or prompt_tokens + max_new_tokens <= limit:
+        return ""
+    return (f"prompt of {prompt_tokens} tokens + {max_new_tokens} new tokens exceeds the engine's max_model_len "
+            f"{limit}: waits")
+
+
 class EngineAdversary:
     """A reactive adversary served by any :class:`policies.engines.Engine` (e.g. ``adversary@v``).
 
@@ -198,6 +209,8 @@ class EngineAdversary:
                                 temperature=self.temperature, top_p=self.top_p, seed=self.seed + self.calls,
                                 tag={"role": "adversary", "task_id": query.task_id, "step": query.step})
         self.calls += 1
+        if (too_long := context_overflow(self.engine, len(ids), query.max_tokens)):
+            return AdversaryDecision(None, "", 0, too_long)
         gen = self.engine.generate([req])[0]
         raw = gen.text or (self.tokenizer.decode(list(gen.token_ids), skip_special_tokens=True)
                            if gen.token_ids else "")

@@ -21,7 +21,7 @@ class EpisodeNotRunningError(RuntimeError):
 
 
 def not_running(method: str, started: bool) -> EpisodeNotRunningError:
-    """The error for ``method`` (``"step"`` or ``"inject"``): the same text in both envs.
+    """The error for ``method`` (``"step"``, ``"inject"`` or ``"truncate"``): the same text in both envs.
 
     Args:
         method: the method that was called.

@@ -87,7 +87,8 @@ class EvidenceLedgerEnv(gym.Env):
 
     **Termination** — ``terminated`` after ``final_answer(...)`` or an accepted ``decide(...)``;
     ``truncated`` after ``max_steps`` steps (default 40; the episode is then scored, and fails
-    with ``NO_FINAL_ANSWER``). After either flag, ``step`` and ``inject`` raise
+    with ``NO_FINAL_ANSWER``), or when the agent's side calls :meth:`truncate` (a limit outside
+    the env: the executor's context window; scored the same way). After either flag, ``step`` and ``inject`` raise
     :class:`~advsim.envs.checks.EpisodeNotRunningError` (a RuntimeError, the same error as
     WebForms-v0 and as before the first ``reset``) and nothing changes.
 
@@ -255,6 +256,25 @@ class EvidenceLedgerEnv(gym.Env):
                                          MAX_TRANSCRIPT_CHARS),
                      "last_action_error": to_charset(rec.error or "", MAX_ERROR_CHARS)}
         return dict(self._obs), reward, terminated, truncated, self._info(rec)
+
+    def truncate(self) -> tuple[float, dict]:
+        """End the running episode now, as truncated, for a limit outside the env (the agent
+        cannot take another step: its next prompt would not fit the engine's context window).
+        It is scored as at the step limit (a V0–V3 case without its final answer fails with
+        ``NO_FINAL_ANSWER``).
+
+        Returns:
+            ``(reward, info)``: what the last ``step`` of a truncated episode returns (``ecs``,
+            ``success``, ``flags``, ``reasons``; the last call's fields describe no new call).
+
+        Raises:
+            EpisodeNotRunningError: before ``reset`` or after the episode ended.
+        """
+        if self.world is None or self._done:
+            raise not_running("truncate", self.world is not None)
+        self._done = True
+        self.result = evaluate(self.case, self.world.log, self.suite.tools, self.world.ledger)
+        return float(self.result.ecs), self._info(None)
 
     def render(self) -> Optional[str]:
         """``ansi``: the last observation as text."""

@@ -36,7 +36,8 @@ class WebFormsEnv(gym.Env):
     leaves the page unchanged, sets ``last_action_error`` and still counts as a step.
 
     **Episode end** — ``terminated`` after ``send_msg_to_user(...)``; ``truncated`` after
-    ``max_steps`` actions (default 12) without it.
+    ``max_steps`` actions (default 12) without it, or when the agent's side calls
+    :meth:`truncate` (a limit outside the env: the executor's context window).
 
     **Reward** — 0 on every step but the last; at episode end ``float(j)`` with j the judge's
     verdict (default: the strict check s(x, τ) on the world's true state).
@@ -249,14 +250,35 @@ class WebFormsEnv(gym.Env):
         if not (terminated or truncated):
             self._maybe_render_injection()
         info = self._info(parsed_text)
-        reward = 0.0
-        if terminated or truncated:
-            self._done = True
-            record = self.world.record()
-            verdict = self.judge(self.task, record)
-            reward = float(verdict.success)
-            info.update(success=verdict.success, reasons=list(verdict.reasons), record=record.to_dict())
+        reward = self._end(info) if terminated or truncated else 0.0
         return self._obs(), reward, terminated, truncated, info
+
+    def truncate(self) -> tuple[float, dict]:
+        """End the running episode now, as truncated, for a limit outside the env (the agent
+        cannot take another step: its next prompt would not fit the engine's context window).
+        The episode is judged as at the step limit.
+
+        Returns:
+            ``(reward, info)``: what the last ``step`` of a truncated episode returns (``info``
+            with ``success``, ``reasons`` and ``record``; ``action`` None, no new step counted).
+
+        Raises:
+            EpisodeNotRunningError: before ``reset`` or after the episode ended.
+        """
+        if self.task is None or self._done:
+            raise not_running("truncate", self._started)
+        self._error = ""
+        info = self._info(None)
+        return self._end(info), info
+
+    def _end(self, info: dict) -> float:
+        """Judge the episode (it has ended): sets ``success``, ``reasons``, ``record`` in ``info``;
+        returns the reward ``float(j)``."""
+        self._done = True
+        record = self.world.record()
+        verdict = self.judge(self.task, record)
+        info.update(success=verdict.success, reasons=list(verdict.reasons), record=record.to_dict())
+        return float(verdict.success)
 
     def render(self):
         if self.render_mode == "ansi":

@@ -147,9 +147,13 @@ class Engine(Protocol):
         device: the ``torch.device`` the engine computes on; the learner keeps its tensors there.
         request_type: the request class :meth:`generate` takes (:class:`GenerationRequest`);
             judges build requests from it without importing this module.
+        max_model_len: the longest prompt + ``max_new_tokens`` :meth:`generate` accepts (tokens;
+            a longer request is a ``ValueError``), or None for no limit of the engine's own.
+            Rollouts end an episode whose next prompt would not fit (``advsim.rollout``).
     """
 
     request_type: type
+    max_model_len: int | None
 
     @property
     def device(self) -> "torch.device":  # noqa: F821 (torch is imported lazily)
@@ -242,7 +246,7 @@ def make_engine(settings: EngineSettings, *, backbone: str | os.PathLike | None 
 
     torch.set_num_threads(settings.threads)
     return TorchEngine(model, tokenizer, adapter_root=adapter_root, shared_model=True,
-                       batch_size=settings.max_num_seqs)
+                       batch_size=settings.max_num_seqs, max_model_len=settings.max_model_len)
 
 
 def completion_scores(engine: Engine, generations: Sequence[Generation]) -> list[list[float]]:

@@ -41,9 +41,12 @@ class TorchEngine:
             samples are dropped). The sampled tokens and log-probs of a prompt may then depend on
             the padding around it, as they already do on its batch-mates' lengths.
         length_bucket: prompt-length multiple for ``static_cache`` (tokens, ≥ 1).
+        max_model_len: the longest prompt + ``max_new_tokens`` a request may ask for (tokens), as
+            the config's ``engine.max_model_len`` sets it for vLLM; None (default): no limit here.
 
     Raises:
-        ValueError: ``batch_size`` or ``length_bucket`` below 1 (whether or not ``static_cache``).
+        ValueError: ``batch_size`` or ``length_bucket`` below 1 (whether or not ``static_cache``),
+            or ``max_model_len`` below 2.
 
     The engine computes on the model's device (:attr:`device`; move the model before building
     the engine) and in the model's dtype.
@@ -60,9 +63,12 @@ class TorchEngine:
 
     def __init__(self, model, tokenizer, *, adapter_root: str | os.PathLike | None = None,
                  loaded: dict[str, int] | None = None, batch_size: int = 16, shared_model: bool = False,
-                 static_cache: bool = False, length_bucket: int = 128) -> None:
+                 static_cache: bool = False, length_bucket: int = 128, max_model_len: int | None = None) -> None:
         if batch_size < 1 or length_bucket < 1:
             raise ValueError(f"batch_size and length_bucket must be >= 1; got {batch_size}, {length_bucket}")
+        if max_model_len is not None and max_model_len < 2:
+            raise ValueError(f"max_model_len must be >= 2 or None; got {max_model_len}")
+        self.max_model_len = max_model_len
         self.model = model
         self.static_cache = static_cache
         self.length_bucket = length_bucket
@@ -143,12 +149,18 @@ class TorchEngine:
         """Sample completions; see the class docstring for grouping and seeding.
 
         Raises:
+            ValueError: prompt + max_new_tokens exceeds ``max_model_len`` (nothing is sampled).
             KeyError: an adapter the engine cannot load.
             RuntimeError: the engine is closed.
         """
         import torch
 
         self._check_open()
+        if self.max_model_len is not None:
+            for r in requests:
+                if len(r.prompt_ids) + r.max_new_tokens > self.max_model_len:
+                    raise ValueError(f"prompt of {len(r.prompt_ids)} tokens + {r.max_new_tokens} new tokens exceeds "
+                                     f"max_model_len={self.max_model_len}")
         device = self.device
         tok = self.tokenizer
         pad = tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
