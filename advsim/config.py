@@ -79,7 +79,9 @@ class EngineConfig:
                    "only; vLLM on CUDA: bfloat16 (the measured contract).")
     consistency: Literal["strict", "measure"] = _f(
         "strict", "Numerics contract: 'strict' raises on any rollout/training log-prob diff, 'measure' logs it.")
-    max_model_len: int = _f(2048, "Longest prompt + completion in tokens the engine accepts.", ge=1)
+    max_model_len: int = _f(2048, "Longest prompt + completion in tokens the engine accepts (vllm and torch). An "
+                                  "executor episode whose next prompt would not fit ends there, truncated and judged "
+                                  "as at the step limit; the LM judge leaves such a trajectory unjudged.", ge=1)
     kv_cache_gib: int = _f(1, "vLLM only: KV-cache size in whole GiB (CPU: VLLM_CPU_KVCACHE_SPACE; CUDA: "
                               "kv_cache_memory_bytes); ignored by kind 'torch'.", ge=1)
     threads: int = _f(2, "CPU threads for torch (learner and engine) and vLLM's OpenMP, set before the engine "
