@@ -526,6 +526,31 @@ def test_pages_too_large_to_observe_are_refused_at_once(tmp_path):
     check_page_shape(tmp_path / "ok-deep.html")  # html > body > 510 divs: exactly 512 deep
 
 
+@browser
+def test_pages_that_scripts_grow_past_the_limits_are_refused_when_observed(tmp_path):
+    """The file passes the shape check, then its script grows it (2,000 buttons every 20 ms, or
+    700 nested groups): the browser world counts the live DOM before reading its accessibility
+    tree and refuses it at once (the growing page used to take ~7 min of watchdog kills and
+    restarts, the deep one four restarts and an opaque CDP error)."""
+    (tmp_path / "grow.html").write_text(
+        "<html><head><title>Grow</title></head><body><label>A <input type='text'></label><button>Go</button>"
+        "<script>setInterval(() => { for (let i = 0; i < 2000; i++) { const b = document.createElement('button');"
+        " b.textContent = 'B' + i; document.body.appendChild(b); } }, 20);</script></body></html>")
+    (tmp_path / "deep.html").write_text(
+        "<html><body><form><label>A <input type='text'></label><button>Go</button></form><script>let d = "
+        "document.body; for (let i = 0; i < 700; i++) { const e = document.createElement('div'); d.appendChild(e);"
+        " d = e; } d.textContent = 'bottom';</script></body></html>")
+    (tmp_path / "spec.json").write_text('{"goal": "x", "targets": {"A": "hi"}, "final_control": "Go"}')
+    (tmp_path / "a.txt").write_text("fill('1', 'hi')\nclick('2')\n")
+    for name, what in (("grow.html", "over 20,000 elements"), ("deep.html", "elements nested over 512 deep")):
+        res = advsim("page", "check", "--html", str(tmp_path / name), "--spec", str(tmp_path / "spec.json"),
+                     "--actions", str(tmp_path / "a.txt"))
+        assert res.returncode == 2, res.stdout + res.stderr
+        assert (f"error: BrowserWorld: the page of task {name} has {what} (built by its scripts after it loaded?); "
+                "the browser world cannot observe it") in " ".join((res.stdout + res.stderr).split())
+        assert "restart #" not in res.stderr  # refused at once, not after restarting Chromium
+
+
 def test_local_urls_too_large_to_observe_are_refused_before_chromium(tmp_path):
     """A page served at a local URL gets the HTML file's shape check (it used to fail after ~100 s and
     four browser restarts): over 20,000 elements, nested over 512 deep, or over 64 MiB is refused by

@@ -17,6 +17,24 @@ from typing import Any, Callable, Sequence
 from playwright.sync_api import Error as PlaywrightError
 
 from worlds.web.axtree import FRAME_ROLES, AXDocument, AXNode, DomBids, dom_bids, from_cdp, serialize
+from worlds.web.chromium import BrowserWorldError
+from worlds.web.own_page_source import MAX_PAGE_DEPTH, MAX_PAGE_ELEMENTS
+
+_SIZE_JS = """([limit, maxDepth]) => {
+  let n = 0, deepest = 0;
+  const stack = [[document.documentElement, 0]];
+  while (stack.length) {
+    const [el, d] = stack.pop();
+    if (!el) continue;
+    n += 1;
+    if (d > deepest) deepest = d;
+    if (n > limit || deepest > maxDepth) break;
+    for (const c of el.children) stack.push([c, d + 1]);
+    if (el.shadowRoot) for (const c of el.shadowRoot.children) stack.push([c, d + 1]);
+  }
+  return [n, deepest];
+}"""
+"""(elements, deepest level) of the main document, shadow trees included; stops past either limit."""
 
 # BrowserWorld's logger (as in worlds.web.chromium): its records keep the name they had when
 # this code was part of worlds/web/browser.py.
@@ -131,7 +149,25 @@ class _TreeReader:
 
         return self._read_document(send, lambda: self._oopif_dom.get(fid), index, sessions, failed)
 
+    def _check_size(self) -> None:
+        """Refuse a live page past :data:`~worlds.web.own_page_source.MAX_PAGE_ELEMENTS` elements or
+        :data:`~worlds.web.own_page_source.MAX_PAGE_DEPTH` levels (shadow trees included; a script
+        may have built it after the file was checked): Chromium's accessibility tree of such a page
+        does not come back before the watchdog, and every restart would rebuild it.
+
+        Raises:
+            BrowserWorldError: naming the count or depth (not retried: the page is the problem).
+        """
+        n, depth = self._guard(lambda: self._page.evaluate(_SIZE_JS, [MAX_PAGE_ELEMENTS, MAX_PAGE_DEPTH]),
+                               "counting the page's elements", 10.0)
+        if n > MAX_PAGE_ELEMENTS or depth > MAX_PAGE_DEPTH:
+            what = (f"over {MAX_PAGE_ELEMENTS:,} elements" if n > MAX_PAGE_ELEMENTS
+                    else f"elements nested over {MAX_PAGE_DEPTH} deep")
+            raise BrowserWorldError(f"BrowserWorld: the page of task {self._task_id()} has {what} (built by its "
+                                    "scripts after it loaded?); the browser world cannot observe it")
+
     def _tree_now(self) -> AXNode:
+        self._check_size()
         failed: list[tuple[str, str]] = []
         sessions = self._frame_sessions() if len(self._page.frames) > 1 else {}
         doc = self._read_document(lambda m, p: self._cdp_send(m, p), lambda: self._dom,
