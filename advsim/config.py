@@ -19,7 +19,7 @@ import yaml
 from pydantic import ConfigDict, Field, ValidationError
 from pydantic.dataclasses import dataclass
 
-from forms_bench.yaml_keys import unique_key_loader
+from forms_bench.unique_keys import unique_key_loader
 
 # no inf/nan in float fields; booleans and huge integers in number fields: _check_numbers
 _STRICT = ConfigDict(extra="forbid", strict=False, allow_inf_nan=False, validate_assignment=True)

@@ -37,7 +37,7 @@ from typing import Any, Literal, Mapping, Optional, Union
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictStr, ValidationError, field_validator, model_validator
 
-from forms_bench.yaml_keys import unique_key_loader
+from forms_bench.unique_keys import DuplicateKeyError, unique_key_loader, unique_object
 
 Value = Union[bool, str]
 PageFieldKind = Literal["text", "select", "radiogroup", "checkbox", "radio"]
@@ -171,15 +171,6 @@ def _yaml_problem(e: Exception) -> str:
     return (f"{context}: " if context else "") + f"{problem}{where}"
 
 
-def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict:
-    out: dict[str, Any] = {}
-    for k, v in pairs:
-        if k in out:
-            raise PageSpecError(f"duplicate key {k!r}")
-        out[k] = v
-    return out
-
-
 def load_spec(path: str | Path) -> PageSpec:
     """Read and validate a spec file: JSON (``.json``) or YAML (``.yaml``, ``.yml``).
 
@@ -206,10 +197,10 @@ def load_spec(path: str | Path) -> PageSpec:
             raise PageSpecError(f"{path}: YAML nested too deeply") from None
     elif suffix == ".json":
         try:
-            data = json.loads(text, object_pairs_hook=_no_duplicate_keys)
+            data = json.loads(text, object_pairs_hook=unique_object)
         except json.JSONDecodeError as e:
             raise PageSpecError(f"{path}: not valid JSON: {e.msg} (line {e.lineno}, column {e.colno})") from None
-        except PageSpecError as e:
+        except DuplicateKeyError as e:
             raise PageSpecError(f"{path}: {e}") from None
         except RecursionError:
             raise PageSpecError(f"{path}: JSON nested too deeply") from None

@@ -31,6 +31,7 @@ from forms_bench.difficulty import TOP_LEVEL
 from forms_bench.injection import Injection
 from forms_bench.proposal import DOMAIN_NAMES, TaskProposal
 from forms_bench.schema import STRATA
+from forms_bench.unique_keys import DuplicateKeyError, unique_object
 
 
 class RoleParseError(ValueError):
@@ -159,17 +160,10 @@ def first_json_object(text: str, role: str) -> dict[str, Any]:
     start = text.find("{")
     if start < 0:
         raise RoleParseError(f"{role}: no JSON object in the output")
-
-    def unique(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-        out: dict[str, Any] = {}
-        for k, v in pairs:
-            if k in out:
-                raise RoleParseError(f"{role}: duplicate key {k!r} in one JSON object")
-            out[k] = v
-        return out
-
     try:
-        obj, _ = json.JSONDecoder(object_pairs_hook=unique).raw_decode(text[start:])
+        obj, _ = json.JSONDecoder(object_pairs_hook=unique_object).raw_decode(text[start:])
+    except DuplicateKeyError as exc:
+        raise RoleParseError(f"{role}: {exc} in one JSON object") from None
     except json.JSONDecodeError as exc:
         raise RoleParseError(f"{role}: invalid JSON ({exc.msg} at character {exc.pos})") from None
     except RecursionError:  # ~1,000 nested brackets: json's C decoder gives up with this

@@ -20,6 +20,7 @@ from typing import Any, Callable, Sequence
 from pydantic import ValidationError
 
 from forms_bench.injection import Injection
+from forms_bench.unique_keys import DuplicateKeyError, unique_object
 from forms_bench.schema import Task
 
 MAX_QUERIES = 11
@@ -101,19 +102,6 @@ _FENCE = re.compile(r"^```(?:json)?\s*\n(.*)\n```$", re.S)
 _KEYS = {"instruction", "marker", "target_action", "transition"}
 
 
-class _DuplicateKey(ValueError):
-    """A JSON object names one key twice (json.loads would keep the last value silently)."""
-
-
-def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for k, v in pairs:
-        if k in out:
-            raise _DuplicateKey(k)
-        out[k] = v
-    return out
-
-
 def parse_adversary_reply(text: str) -> tuple[Injection | None, str]:
     """Parse a reactive adversary's answer strictly.
 
@@ -136,11 +124,11 @@ def parse_adversary_reply(text: str) -> tuple[Injection | None, str]:
     if not s.startswith("{"):
         return None, "malformed: neither WAIT nor a JSON object"
     try:
-        obj = json.loads(s, object_pairs_hook=_unique_keys)
+        obj = json.loads(s, object_pairs_hook=unique_object)
     except json.JSONDecodeError as exc:
         return None, f"malformed JSON: {exc.msg} at char {exc.pos}"
-    except _DuplicateKey as exc:
-        return None, f"malformed JSON: duplicate key {exc.args[0]!r}"
+    except DuplicateKeyError as exc:
+        return None, f"malformed JSON: {exc}"
     except RecursionError:  # ~1,000 nested brackets: json's C decoder gives up with this
         return None, "malformed JSON: nested too deeply"
     if not isinstance(obj, dict):

@@ -31,6 +31,8 @@ import json
 from pathlib import Path
 from typing import Any, Sequence, Union
 
+from forms_bench.unique_keys import DuplicateKeyError, unique_object
+
 from .evaluator import evaluate
 from .schema import Case, Suite
 from .suite import controls, count_reads, reference_plan, run_plan, variants
@@ -42,15 +44,6 @@ TOP_LEVEL_KEYS = ("version", "seed", "description", "tools", "entity_types", "ca
 
 MAX_FILE_BYTES = 64 * 1024 * 1024
 """A case or actions file larger than this is rejected before it is parsed."""
-
-
-def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict:
-    out: dict = {}
-    for k, v in pairs:
-        if k in out:
-            raise SuiteValidationError(f"duplicate key {k!r} in one JSON object")
-        out[k] = v
-    return out
 
 
 def _read_text(path: Path, what: str) -> str:
@@ -88,12 +81,12 @@ def load_cases(path: Union[str, Path]) -> Suite:
     path = Path(path)
     text = _read_text(path, "case file")
     try:
-        data = json.loads(text, object_pairs_hook=_no_duplicate_keys)
+        data = json.loads(text, object_pairs_hook=unique_object)
     except json.JSONDecodeError as exc:
         raise SuiteValidationError(f"{path.name}: not valid JSON: {exc.msg} (line {exc.lineno}, "
                                    f"column {exc.colno})") from None
-    except SuiteValidationError as exc:
-        raise SuiteValidationError(f"{path.name}: {exc}") from None
+    except DuplicateKeyError as exc:
+        raise SuiteValidationError(f"{path.name}: {exc} in one JSON object") from None
     except RecursionError:
         raise SuiteValidationError(f"{path.name}: JSON nested too deeply") from None
     return load_cases_dict(data, source=path.name)
