@@ -303,7 +303,7 @@ def eval_cmd(
     run: Path = typer.Option(..., "--run", help="run directory"),
     tasks: str = typer.Option("sample:2", help="'all', 'sample:N' (N per group: web stratum, ledger protocol) "
                                                "or task ids"),
-    seeds: int = typer.Option(3, help="repeats per task in the simulated world (mean and spread)"),
+    seeds: int = typer.Option(3, min=1, help="repeats per task in the simulated world (mean and spread)"),
     world: str = typer.Option("both", help="sim | both: the simulated columns, plus the real-browser ones "
                                             "(`browser` = both; the simulated columns are always computed)"),
     json_out: Optional[Path] = json_option("also write the numbers as JSON"),

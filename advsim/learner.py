@@ -211,13 +211,25 @@ class Learner:
         return path
 
     def restore(self, versions: dict[str, int], optimizer_file: Path | None) -> None:
-        """Load saved adapter versions (and optimizer states) after a restart."""
+        """Load saved adapter versions (and optimizer states) after a restart.
+
+        ``optimizer_file`` is read with ``torch.load(weights_only=True)``: AdamW's state is
+        tensors, numbers and lists, and a run directory received from elsewhere must not run code
+        (a pickle's ``__reduce__``) when it resumes.
+
+        Raises:
+            FileNotFoundError: ``optimizer_file`` is given but missing (a resume with fresh AdamW
+                state would silently differ from an uninterrupted run).
+        """
         for role, v in versions.items():
             self.versions[role] = v
             load_adapter(self.model, f"{role}@{v}", self.adapter_root)
             self._register(f"{role}@{v}", self.adapter_root / f"{role}@{v}")
-        if optimizer_file is not None and optimizer_file.exists():
-            states = torch.load(optimizer_file, weights_only=False)
+        if optimizer_file is not None:
+            if not optimizer_file.exists():
+                raise FileNotFoundError(f"{optimizer_file}: the checkpoint's optimizer state is missing; resuming "
+                                        "with fresh AdamW state would not equal an uninterrupted run")
+            states = torch.load(optimizer_file, weights_only=True)
             for role, st in states.items():
                 self.optimizers[role].load_state_dict(st)
 

@@ -874,3 +874,13 @@ def test_bench_throughput_repeats_option_reaches_both_devices(monkeypatch, tmp_p
     assert seen == [("cpu", {}), ("cpu", {"repeats": 5}), ("cuda", 2), ("cuda", 4)]
     res = runner.invoke(app, ["bench", "throughput", "--repeats", "0"])
     assert res.exit_code == 2 and "--repeats" in res.output
+
+
+def test_eval_seeds_below_one_is_a_usage_error(tmp_path):
+    """`eval --seeds 0` once evaluated nothing and overwrote eval.json and report.md."""
+    from typer.testing import CliRunner
+
+    from advsim.cli import app
+
+    res = CliRunner().invoke(app, ["eval", "--run", str(tmp_path), "--seeds", "0"])
+    assert res.exit_code == 2 and "--seeds" in res.output
