@@ -20,8 +20,8 @@ from typing import Any, Callable, Sequence
 from pydantic import ValidationError
 
 from forms_bench.injection import Injection
-from forms_bench.unique_keys import DuplicateKeyError, unique_object
 from forms_bench.schema import Task
+from forms_bench.unique_keys import DuplicateKeyError, unique_object
 
 MAX_QUERIES = 11
 """Queries per episode (AdvSim2Real)."""
