@@ -5,7 +5,8 @@
 #        # throughput,profile (default consistency,throughput); EXECUTOR_DIR: a run's trained
 #        # adapters/executor@N (e.g. results/demo-executor-2026-12-04/executor@2) instead of the random one;
 #        # REPEATS=N timed runs per row (default 2; the rate is their median)
-#   bash scripts/gpu/measure.sh tests          # the gpu-marked tests
+#   bash scripts/gpu/measure.sh tests [TIMEOUT_S] [PYTEST_ARGS…]  # the gpu-marked tests (their two files only:
+#        # other test modules import packages the GPU image lacks, e.g. Playwright)
 #   bash scripts/gpu/measure.sh train CONFIG   # one resumable part of a training run -> $OUT/events.jsonl …
 #   bash scripts/gpu/measure.sh train-bg CONFIG [WAIT_S]  # the whole run in its own process session, then watch
 #   bash scripts/gpu/measure.sh watch CONFIG [WAIT_S]     # wait for that run (at most WAIT_S), bring its files back;
@@ -40,7 +41,7 @@ case "$1" in
     [ -f "$OUT/bench-$tag.json" ] || cp "$OUT/bench-$tag.partial.json" "$OUT/bench-$tag.json" 2>/dev/null; rm -f "$OUT/bench-$tag.partial.json"
     exit $rc ;;
   tests)
-    timeout "${2:-500}" python3 -m pytest -q -s -m gpu -p no:cacheprovider "${@:3}" 2>&1 | tee "$OUT/tests.log" | tail -60 ;;
+    timeout "${2:-500}" python3 -m pytest -q -s -m gpu -p no:cacheprovider tests/test_gpu.py tests/test_gpu_vllm.py "${@:3}" 2>&1 | tee "$OUT/tests.log" | tail -60 ;;
   train)
     RUN=/root/runs/$(basename "$2" .yaml)
     timeout "${3:-500}" python3 -m advsim demo --config "$2" --run-dir "$RUN" --resume --json "$RUN.json" 2>&1 \
