@@ -287,12 +287,12 @@ def train_cmd(
         except (ConfigError, ValueError) as exc:
             typer.echo(f"error: --stages: {exc}", err=True)
             raise typer.Exit(2)
-    from advsim.run import RunFileError
+    from advsim.run import RunFileError, RunInUseError
     from advsim.train import RunExistsError, train
 
     try:
         run = train(cfg, run_dir or Path("runs") / cfg.name, resume=resume)
-    except (RunExistsError, RunFileError) as exc:
+    except (RunExistsError, RunFileError, RunInUseError) as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2)
     typer.echo(f"run directory: {run.path}")
@@ -336,10 +336,12 @@ def eval_cmd(
     if not (run / "config.yaml").is_file():
         typer.echo(f"error: --run {run}: no config.yaml there (not a run directory)", err=True)
         raise typer.Exit(2)
+    from advsim.run import RunInUseError
+
     try:
         results = evaluate(run, tasks=tasks, seeds=seeds, browser=world != "sim", corpus_attacks=corpus, judge=judge,
                            external=external)
-    except FileNotFoundError as exc:  # no complete checkpoint yet
+    except (FileNotFoundError, RunInUseError) as exc:  # no complete checkpoint yet; another process in the run
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2)
     except ValueError as exc:  # --tasks malformed, or a column the run's world does not have (LM judge, adversary)
@@ -450,22 +452,34 @@ def demo_cmd(
 
     _setup_logging()
     cfg = _load(config)
-    from advsim.evaluate import evaluate
-    from advsim.report import write_report
-    from advsim.run import RunDir, RunFileError
-    from advsim.train import RunExistsError, build_learner, check_run_dir, train
+    from advsim.run import RunDir, RunFileError, RunInUseError
+    from advsim.train import RunExistsError
 
+    if resume and run_dir is None:
+        typer.echo("error: --resume continues a stopped demo: give its --run-dir", err=True)
+        raise typer.Exit(2)
     run_dir = run_dir or Path("runs") / time.strftime("demo-%Y%m%d-%H%M%S")
     try:
-        check_run_dir(cfg, RunDir(run_dir), resume)
-    except (RunExistsError, RunFileError) as exc:
+        with RunDir(run_dir).lock():  # one process per run: training and evaluation take it again inside
+            _demo(cfg, run_dir, resume, full, json_out)
+    except (RunExistsError, RunFileError, RunInUseError) as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2)
+
+
+def _demo(cfg, run_dir: Path, resume: bool, full: bool, json_out: Optional[Path]) -> None:
+    """The body of ``advsim demo`` (:func:`demo_cmd`), inside the run directory's lock."""
+    import time
+
+    from advsim.evaluate import evaluate
+    from advsim.report import write_report
+    from advsim.run import RunDir, stderr_to
+    from advsim.train import build_learner, check_run_dir, train
+
+    check_run_dir(cfg, RunDir(run_dir), resume)
     log = _engine_log_to_file(Path(run_dir))
     typer.echo(f"run directory: {run_dir} (engine log: {log})")
     t0 = time.perf_counter()
-    from advsim.run import stderr_to
-
     with stderr_to(log):
         learner = build_learner(cfg, RunDir(run_dir))  # one engine for training and evaluation
     learner.engine_log = log

@@ -14,6 +14,8 @@ import typer
 def check_output_path(path: Optional[Path]) -> Optional[Path]:
     """Typer callback for ``--json``: ``path`` must be a file path whose nearest existing ancestor is a
     writable directory (missing parent folders are created on writing), and not an existing directory.
+    A symbolic link is judged by its target (:func:`forms_bench.atomic.atomic_write_bytes` replaces
+    the target, not the link); an existing non-regular file (``/dev/stdout``, a pipe) must be writable.
 
     Raises:
         typer.BadParameter: ``path`` is a directory, lies under an existing file, or its nearest
@@ -23,7 +25,12 @@ def check_output_path(path: Optional[Path]) -> Optional[Path]:
         return None
     if path.is_dir():
         raise typer.BadParameter(f"{path} is a directory; give a file name, e.g. {path / 'out.json'}")
-    parent = path.absolute().parent
+    target = Path(os.path.realpath(path)) if path.is_symlink() else path  # the write goes to a link's target
+    if target.exists() and not target.is_file():  # /dev/stdout, a pipe: written in place
+        if not os.access(target, os.W_OK):
+            raise typer.BadParameter(f"{path} is not writable")
+        return path
+    parent = target.absolute().parent
     while not parent.exists():
         parent = parent.parent
     if not parent.is_dir():

@@ -37,6 +37,7 @@ failing outputs and the parser's message. Everything random derives from
 
 from __future__ import annotations
 
+import logging
 import random
 import statistics
 import time
@@ -45,12 +46,14 @@ from typing import Any, Sequence
 from advsim.rewards import (adversary_reward, cluster_sizes, curriculum_reward, executor_advantages,
                             executor_reward, family_sizes, group_normalize, repeat_counts)
 from advsim.rollout import Episode, EpisodeSpec, run_episodes
+from advsim.run import run_digest
 from advsim.suites import WebFormsSuite
-from policies.engines import GenerationRequest
+from policies.engines import Generation, GenerationRequest
 from policies.grpo import Sample
 from policies.roles import RoleIO, curriculum_example
 
 __all__ = ["stage1_iteration", "stage2_iteration", "RoleIO", "group_stats"]
+log = logging.getLogger(__name__)
 
 
 def _seed(cfg, stage: int, iteration: int, part: int) -> int:
@@ -62,15 +65,34 @@ def _episodes(learner, io: RoleIO, run, specs: Sequence[EpisodeSpec], seed: int,
     r = learner.cfg.rollout
     return run_episodes(learner.engine, suite.executor_prompt(io), specs, learner.ref("executor"), seed=seed,
                         suite=suite, max_steps=r.max_steps, max_new_tokens=r.max_new_tokens,
-                        temperature=r.temperature, top_p=r.top_p, store=run.episodes(r.chunk_episodes))
+                        temperature=r.temperature, top_p=r.top_p,
+                        store=run.episodes(r.chunk_episodes, salt=run_digest(learner.cfg)))
 
 
-def _propose(learner, prompts: Sequence[list[int]], role: str, seed: int) -> list:
+def _propose(learner, prompts: Sequence[list[int]], role: str, seed: int) -> list[Generation]:
+    """One proposal per prompt from ``role``'s adapter (request seeds ``seed + i``), one engine call.
+
+    A prompt too long for the engine's ``max_model_len`` with ``rollout.proposal_max_new_tokens``
+    after it (a curriculum history or an adversary's control trajectory grown long) gets only the
+    tokens that fit; one with no room at all is not sent: its generation is empty
+    (``finish_reason "length"``, text ``""``), so it parses as a malformed proposal, is rewarded
+    as one and adds nothing to the update (empty completions are left out). The run goes on
+    instead of the engine refusing the whole batch; a warning counts such prompts.
+    """
     r = learner.cfg.rollout
-    reqs = [GenerationRequest(prompt_ids=tuple(p), adapter=learner.ref(role), max_new_tokens=r.proposal_max_new_tokens,
+    limit = getattr(learner.engine, "max_model_len", None)
+    reqs = [GenerationRequest(prompt_ids=tuple(p), adapter=learner.ref(role), max_new_tokens=r.proposal_max_new_tokens
+                              if limit is None else min(r.proposal_max_new_tokens, limit - len(p)),
                               temperature=r.proposal_temp(), top_p=r.top_p, seed=seed + i)
             for i, p in enumerate(prompts)]
-    return learner.engine.generate(reqs)
+    cut = sum(0 < q.max_new_tokens < r.proposal_max_new_tokens for q in reqs)
+    send = [q for q in reqs if q.max_new_tokens > 0]
+    if len(send) < len(reqs) or cut:
+        log.warning("%s: %d of %d prompts longer than engine.max_model_len %s allows (%d not sent, %d with fewer "
+                    "new tokens); raise engine.max_model_len for a new run", role, len(reqs) - len(send) + cut,
+                    len(reqs), limit, len(reqs) - len(send), cut)
+    out = iter(learner.engine.generate(send) if send else [])
+    return [next(out) if q.max_new_tokens > 0 else Generation(q, [], [], q.adapter_ref(), "length", "") for q in reqs]
 
 
 def _parse_all(gens, parse) -> tuple[list, list[str]]:

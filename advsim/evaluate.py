@@ -254,11 +254,23 @@ def evaluate(run_dir: str | Path, tasks: str | None = None, seeds: int | None = 
 
     Raises:
         FileNotFoundError: ``run_dir`` has no config or no complete checkpoint.
+        advsim.run.RunInUseError: another process works in ``run_dir`` (:meth:`advsim.run.RunDir.lock`).
         ValueError: ``judge`` is not strict/lm; the LM judge or an external adversary asked for in
             a world that has none. (``browser`` in a world without a real counterpart leaves the
             browser columns out.)
     """
     from advsim.run import RunDir
+
+    with RunDir(run_dir).lock():
+        return _evaluate(run_dir, tasks, seeds, browser, attacked_browser, corpus_attacks, judge, external, learner,
+                         io, console)
+
+
+def _evaluate(run_dir: str | Path, tasks: str | None = None, seeds: int | None = None, browser: bool | None = None,
+              attacked_browser: bool | None = None, corpus_attacks: bool | None = None, judge: str = "strict",
+              external=None, learner=None, io=None, console: Console | None = None) -> dict:
+    """The body of :func:`evaluate`, inside the run directory's lock."""
+    from advsim.run import LOGS, RunDir, run_digest
     from advsim.suites import suite_from_config
     from advsim.train import build_learner, role_io
 
@@ -267,6 +279,10 @@ def evaluate(run_dir: str | Path, tasks: str | None = None, seeds: int | None = 
     console = console or Console()
     run = RunDir(run_dir)
     cfg: TrainConfig = run.saved_config()
+    if (run.path / "eval.json").is_dir():
+        raise ValueError(f"{run.path / 'eval.json'} is a folder; the results are written there")
+    for log in LOGS:  # the report reads them after the evaluation: a damaged log fails now, not then
+        run.read(log)
     done = run.completed()
     if not done:
         raise FileNotFoundError(f"{run.path}: no complete checkpoint to evaluate")
@@ -304,7 +320,7 @@ def evaluate(run_dir: str | Path, tasks: str | None = None, seeds: int | None = 
     def judged(eps) -> dict[str, Any]:
         return judge_agreement(eps, lm_judge) if lm_judge is not None else {}
 
-    store = run.episodes(r.chunk_episodes)
+    store = run.episodes(r.chunk_episodes, salt=run_digest(cfg), folder="eval-episodes")  # not training's episodes/
 
     def run_set(executor_ref, specs, seed, in_suite=None, env_wrapper=None):
         real = in_suite is not None  # the real world: a failing page fails its episode, not the run

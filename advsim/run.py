@@ -10,8 +10,10 @@ Layout of ``runs/<id>/``::
     trajectories.jsonl        executor episodes (task, actions, verdict)
     checkpoints/<name>/       adapters (policies.adapters layout) + optimizer state + state.json
     checkpoints/LATEST        name of the last complete checkpoint (its state.json lists all)
-    episodes/<key>.pkl.gz     finished chunks of the phase (or evaluation) in progress
-                              (:class:`EpisodeStore`); removed when its checkpoint completes
+    episodes/<key>.pkl.gz     finished chunks of the phase in progress (:class:`EpisodeStore`);
+                              removed when its checkpoint completes
+    eval-episodes/<key>.pkl.gz  the same for an evaluation in progress; removed when it ends
+    .lock                     held (flock) by the process working in the run (:meth:`RunDir.lock`)
     report.md, *.png          written by advsim.report
 
 Every file but the three logs is written atomically (temporary file + fsync + rename). The logs
@@ -31,11 +33,16 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import enum
 import gzip
 import hashlib
+import importlib
+import io
 import json
+import logging
 import os
 import pickle
+import re
 import shutil
 import sys
 from pathlib import Path
@@ -43,8 +50,13 @@ from typing import Any, Iterable, Iterator
 
 from advsim.config import TrainConfig, dump_config
 from forms_bench.atomic import append_jsonl, atomic_write_bytes, atomic_write_json, atomic_write_text
+from policies.adapters import ROLES
 
 LOGS = ("events.jsonl", "proposals.jsonl", "trajectories.jsonl")
+# the names advsim.train gives checkpoints (advsim.train.phases, plus the adversary's adv-v-<t>); only
+# folders so named are ever deleted under checkpoints/, and LATEST may name nothing else
+CHECKPOINT_NAME = re.compile(r"(warmstart|capability-iter-\d+|robust-iter-\d+|adv-v-\d+)")
+log = logging.getLogger(__name__)
 # config fields that may change when a run resumes: where and how fast it runs, not what it computes
 RESUMABLE_CHANGES = ("name", "stages", "engine.threads", "engine.kv_cache_gib", "engine.gpu_memory_utilization")
 
@@ -52,6 +64,13 @@ RESUMABLE_CHANGES = ("name", "stages", "engine.threads", "engine.kv_cache_gib", 
 class RunFileError(ValueError):
     """A file of a run directory cannot be read back (hand-edited, truncated or from elsewhere);
     the message names the file and, for a log, the line."""
+
+
+class RunInUseError(RuntimeError):
+    """Another process holds the run directory's lock (:meth:`RunDir.lock`)."""
+
+
+_HELD: dict[str, list] = {}  # resolved run path -> [open lock file, depth]: this process's locks
 
 
 class RunDir:
@@ -67,6 +86,50 @@ class RunDir:
             raise RunFileError(f"{self.path} is a file, not a run directory")
         self.path.mkdir(parents=True, exist_ok=True)
         (self.path / "checkpoints").mkdir(exist_ok=True)
+
+    @contextlib.contextmanager
+    def lock(self) -> Iterator["RunDir"]:
+        """Hold the run directory for this process inside the block: an exclusive, non-blocking
+        ``flock`` on ``.lock``, so two ``advsim train`` (or ``eval``, ``demo``) processes never
+        append to one run's logs or checkpoints at once. Re-entrant within a process (``demo``
+        holds it around ``train`` and ``evaluate``, which take it too); released when the block
+        ends or the process dies (the kernel drops a dead process's ``flock``). Where ``fcntl``
+        does not exist (Windows) nothing is locked.
+
+        Raises:
+            RunInUseError: another process holds it (the message gives that process's pid).
+        """
+        try:
+            import fcntl
+        except ImportError:  # pragma: no cover - Windows
+            yield self
+            return
+        key = str(self.path.resolve())
+        if key in _HELD:
+            _HELD[key][1] += 1
+            try:
+                yield self
+            finally:
+                _HELD[key][1] -= 1
+            return
+        fh = open(self.path / ".lock", "a+", encoding="utf-8")
+        try:
+            fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            fh.seek(0)
+            holder = fh.read().strip() or "?"
+            fh.close()
+            raise RunInUseError(f"{self.path} is in use by another process (pid {holder}); wait for it to end "
+                                "or use another run directory") from None
+        fh.seek(0), fh.truncate(), fh.write(f"{os.getpid()}\n"), fh.flush()
+        _HELD[key] = [fh, 1]
+        try:
+            yield self
+        finally:
+            _HELD[key][1] -= 1
+            if _HELD[key][1] == 0:
+                del _HELD[key]
+                fh.close()  # closing the file releases the flock
 
     # -- config ------------------------------------------------------------------------------
     def write_config(self, cfg: TrainConfig) -> None:
@@ -153,7 +216,7 @@ class RunDir:
         torn tail a crash in the middle of an append leaves) is ignored; blank lines are skipped.
 
         Raises:
-            RunFileError: a ``\n``-terminated line is not JSON.
+            RunFileError: a ``\n``-terminated line is not a JSON object.
         """
         return self._scan(name)[2]
 
@@ -184,11 +247,16 @@ class RunDir:
                 continue
             text = line.decode("utf-8", errors="replace")
             try:
-                rows.append(json.loads(text))
+                row = json.loads(text)
+                if not isinstance(row, dict):
+                    raise json.JSONDecodeError(f"a JSON {type(row).__name__}, not an object", text, 0)
             except json.JSONDecodeError as exc:
                 raise RunFileError(f"{p}, line {i}: not a JSON row ({exc.msg}); a crash can only leave a torn "
                                    "last line without its newline, so this file was changed by hand or copied "
                                    "in part") from None
+            except RecursionError:
+                raise RunFileError(f"{p}, line {i}: not a JSON row (nested too deep)") from None
+            rows.append(row)
             ends.append(start)
         return data, ends, rows
 
@@ -214,9 +282,11 @@ class RunDir:
         atomic_write_text(self.path / "checkpoints" / "LATEST", name + "\n")
         self.episodes(1).clear()  # the phase is complete: its saved chunks are never read again
 
-    def episodes(self, chunk: int) -> "EpisodeStore":
-        """The store of finished rollout chunks of the phase in progress (``episodes/``)."""
-        return EpisodeStore(self.path / "episodes", chunk)
+    def episodes(self, chunk: int, salt: str = "", folder: str = "episodes") -> "EpisodeStore":
+        """The store of finished rollout chunks of the phase in progress (``episodes/``; an
+        evaluation keeps its own in ``eval-episodes/``). ``salt``: :func:`run_digest` of the
+        config, mixed into every key so a chunk saved under another config is never read back."""
+        return EpisodeStore(self.path / folder, chunk, salt=salt)
 
     def completed(self) -> list[str]:
         """Names of complete checkpoints, oldest first (recorded in the latest one)."""
@@ -227,22 +297,63 @@ class RunDir:
         """(name, state) of the last complete checkpoint, or None."""
         p = self.path / "checkpoints" / "LATEST"
         if not p.exists():
+            self._check_no_lost_latest()
             return None
         name = p.read_text(encoding="utf-8", errors="replace").strip()
+        if not CHECKPOINT_NAME.fullmatch(name):
+            raise RunFileError(f"{p}: {name[:80]!r} is not a checkpoint name (warmstart, capability-iter-N, "
+                               "robust-iter-N, adv-v-N)")
         sp = self.checkpoint_dir(name) / "state.json"
         try:
             state = json.loads(sp.read_text(encoding="utf-8"))
         except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
             raise RunFileError(f"{sp}: checkpoint {name!r} (named in {p}) cannot be read: {exc}") from None
+        lengths = state.get("log_lengths") if isinstance(state, dict) else None
         if not isinstance(state, dict) or not isinstance(state.get("completed", []), list) \
-                or not isinstance(state.get("versions", {}), dict):
-            raise RunFileError(f"{sp}: not a checkpoint state (a mapping with 'completed' a list and "
-                               "'versions' a mapping)")
+                or not isinstance(state.get("versions", {}), dict) or not isinstance(lengths, dict) \
+                or not all(isinstance(lengths.get(log), int) and lengths[log] >= 0 for log in LOGS) \
+                or not all(r in ROLES and isinstance(v, int) and v >= 0 for r, v in state.get("versions", {}).items()):
+            raise RunFileError(f"{sp}: not a checkpoint state (a mapping with 'versions' a mapping of role to "
+                               f"version >= 0, 'log_lengths' a count >= 0 for each of {', '.join(LOGS)} and "
+                               "'completed' a list)")
+        done = state.get("completed", [name])
+        bad = [n for n in done if not isinstance(n, str) or not CHECKPOINT_NAME.fullmatch(n)]
+        if bad or name not in done:
+            raise RunFileError(f"{sp}: its 'completed' list " + (f"holds {bad[0]!r}, not a checkpoint name" if bad
+                               else f"does not list the checkpoint itself ({name!r})"))
         return name, state
+
+    def _check_no_lost_latest(self) -> None:
+        """With no ``LATEST``: refuse when the checkpoint folders show that one existed.
+
+        A checkpoint commit writes one ``completed`` list into every folder it writes, then
+        ``LATEST``; a kill in between leaves folders that all hold the same list, and the run has
+        no complete checkpoint yet. Two different lists mean an earlier commit finished, so
+        ``LATEST`` was lost (deleted, or not copied) and starting over would drop the run's logs.
+
+        Raises:
+            RunFileError: the folders hold more than one ``completed`` list.
+        """
+        lists = {}
+        folder = self.path / "checkpoints"
+        for sp in sorted(folder.glob("*/state.json")):
+            if not CHECKPOINT_NAME.fullmatch(sp.parent.name):
+                continue
+            try:
+                lists[sp.parent.name] = json.dumps(json.loads(sp.read_text(encoding="utf-8")).get("completed"))
+            except (OSError, UnicodeDecodeError, ValueError, AttributeError):
+                continue
+        if len(set(lists.values())) > 1:
+            last = max(lists, key=lambda n: len(json.loads(lists[n]) or []))
+            raise RunFileError(f"{folder / 'LATEST'} is missing, but the checkpoints in {folder} were committed at "
+                               f"different times (complete ones existed); write the last complete checkpoint's "
+                               f"name into it (probably {last!r}) to resume, or start a new run directory")
 
     def rollback_logs(self) -> None:
         """Drop log rows written after the last complete checkpoint (used on resume), a torn
-        last line left by a crash, and checkpoint folders that never completed.
+        last line left by a crash, and checkpoint folders that never completed (only folders named
+        as advsim names checkpoints, :data:`CHECKPOINT_NAME`; anything else under ``checkpoints/``
+        is left alone).
 
         A log is cut to the bytes of its first ``log_lengths`` rows (kept byte for byte), written
         atomically (:func:`forms_bench.atomic.atomic_write_bytes`), so a crash during the resume
@@ -261,8 +372,8 @@ class RunDir:
             if cut < len(data):
                 atomic_write_bytes(self.path / log, data[:cut])
         done = set(self.completed())
-        for d in (self.path / "checkpoints").iterdir():
-            if d.is_dir() and d.name not in done:
+        for d in (self.path / "checkpoints").iterdir():  # only folders advsim names: a user's own stay
+            if d.is_dir() and not d.is_symlink() and CHECKPOINT_NAME.fullmatch(d.name) and d.name not in done:
                 shutil.rmtree(d)
 
 
@@ -284,6 +395,39 @@ def _material(obj: Any) -> Any:
     return repr(obj)
 
 
+_OWN_PACKAGES = ("advsim", "forms_bench", "worlds", "judges", "policies")
+
+
+class _EpisodeUnpickler(pickle.Unpickler):
+    """Unpickles only what :class:`EpisodeStore` writes: the project's own dataclasses, pydantic
+    models and enums (episodes, specs, turns, tasks, injections), plus pickle's built-in types. Any
+    other global (``os.system``, ``builtins.eval``, a class with side effects) is refused before it
+    is looked up, so a planted chunk cannot run code (the "Restricting Globals" recipe of Python's
+    :mod:`pickle` documentation)."""
+
+    def find_class(self, module: str, name: str):
+        if module.split(".")[0] in _OWN_PACKAGES and "." not in name:
+            obj = getattr(importlib.import_module(module), name, None)
+            if isinstance(obj, type) and (dataclasses.is_dataclass(obj) or issubclass(obj, enum.Enum)
+                                          or any(c.__name__ == "BaseModel" and c.__module__.startswith("pydantic")
+                                                 for c in obj.__mro__)):
+                return obj
+        raise pickle.UnpicklingError(f"global {module}.{name} is not an episode type")
+
+
+def run_digest(cfg: TrainConfig) -> str:
+    """SHA-256 (16 hex digits) of what a run's rollouts depend on: the config without ``name``
+    and ``stages`` (engine kind, dtype, ``max_model_len`` and threads, backbone, world, sampling
+    and limits all count) and advsim's version (a stand-in for the prompt formats in code).
+    :class:`EpisodeStore` mixes it into every key."""
+    from advsim import __version__
+
+    d = cfg.to_dict()
+    d.pop("name", None), d.pop("stages", None)
+    text = json.dumps([d, __version__], sort_keys=True, default=repr)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+
+
 class EpisodeStore:
     """Finished chunks of rollouts, saved so an interrupted phase resumes without sampling them
     again (:func:`advsim.rollout.run_episodes` with ``store=``).
@@ -291,42 +435,57 @@ class EpisodeStore:
     A chunk is ``chunk`` consecutive episode specs, run with their sampling slots fixed to
     their positions in the whole call, so a chunked call samples every episode with the same
     seeds as an unchunked one (and, on a batch-invariant engine, the same tokens). Its key is a
-    SHA-256 of everything the episodes depend on: adapter version, seed, world, limits and the
-    specs themselves (task, injection, prefix, slot); a changed call misses and is run. The
-    adapter version names the weights only inside one phase of one run — that is the scope:
-    :meth:`RunDir.commit_checkpoint` and the end of an evaluation clear the store.
+    SHA-256 of ``salt`` (:func:`run_digest` of the config) and everything the call depends on:
+    adapter version, seed, world, limits and the specs themselves (task, injection, prefix,
+    slot); a changed call or config misses and is run. The adapter version names the weights only
+    inside one phase of one run — that is the scope: :meth:`RunDir.commit_checkpoint` and the
+    end of an evaluation clear the store.
 
-    Files are gzip-compressed pickles, written atomically (a killed write leaves no chunk).
-    They are a cache of this run's own outputs, read back only by this code: never load a
-    store from a source you do not trust (pickle runs code).
+    Files are gzip-compressed pickles, written atomically (a killed write leaves no chunk), and
+    read back by a restricted unpickler (:class:`_EpisodeUnpickler`: the project's episode types
+    only, so a planted file cannot run code). A chunk that cannot be read back (truncated,
+    garbled, foreign types, not a list of episodes) is logged, deleted and sampled again: the
+    store is a cache, and its loss costs time, never results.
 
     Args:
         root: the folder (created on the first write).
         chunk: episodes per chunk, ≥ 1.
+        salt: mixed into every key (default ``""``).
 
     Raises:
         ValueError: ``chunk`` < 1.
     """
 
-    def __init__(self, root: str | os.PathLike, chunk: int):
+    def __init__(self, root: str | os.PathLike, chunk: int, salt: str = ""):
         if chunk < 1:
             raise ValueError(f"chunk must be >= 1, got {chunk}")
         self.root = Path(root)
         self.chunk = chunk
+        self.salt = salt
 
-    @staticmethod
-    def key(*parts: Any) -> str:
-        """SHA-256 hex digest of ``parts`` in a canonical JSON form."""
-        text = json.dumps(parts, sort_keys=True, default=_material, ensure_ascii=False)
+    def key(self, *parts: Any) -> str:
+        """SHA-256 hex digest of the salt and ``parts`` in a canonical JSON form."""
+        text = json.dumps([self.salt, *parts], sort_keys=True, default=_material, ensure_ascii=False)
         return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
     def get(self, key: str) -> list | None:
-        """The saved episodes under ``key``, or None."""
+        """The saved episodes under ``key``, or None (none saved, or the chunk was unreadable and
+        is now deleted: see the class docstring)."""
         p = self.root / f"{key}.pkl.gz"
         if not p.exists():
             return None
-        return pickle.loads(gzip.decompress(p.read_bytes()))
+        from advsim.rollout import Episode
 
+        try:
+            eps = _EpisodeUnpickler(io.BytesIO(gzip.decompress(p.read_bytes()))).load()
+            if not isinstance(eps, list) or not all(isinstance(e, Episode) for e in eps):
+                raise pickle.UnpicklingError(f"a {type(eps).__name__}, not a list of episodes")
+        except Exception as exc:  # noqa: BLE001 - any damage: the chunk is a cache, sample it again
+            log.warning("%s: saved chunk unreadable (%s: %s); deleted, sampling it again", p, type(exc).__name__,
+                        str(exc)[:200])
+            p.unlink(missing_ok=True)
+            return None
+        return eps
     def put(self, key: str, episodes: list) -> None:
         """Save ``episodes`` under ``key`` (atomically)."""
         self.root.mkdir(parents=True, exist_ok=True)

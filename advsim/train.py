@@ -11,17 +11,19 @@ sampling them again — so a phase longer than a job's time limit still finishes
 
 from __future__ import annotations
 
+import pickle
 import time
 from pathlib import Path
 from typing import Any
 
 from rich.console import Console
 from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+from safetensors import SafetensorError
 
 from advsim.coevolution import RoleIO, stage1_iteration, stage2_iteration
 from advsim.config import TrainConfig
 from advsim.suites import suite_from_config
-from advsim.run import RunDir
+from advsim.run import LOGS, RunDir, RunFileError
 from policies.backbone import tokenizer_fingerprint
 
 
@@ -33,7 +35,9 @@ class RunExistsError(RuntimeError):
 def check_run_dir(cfg: TrainConfig, run: RunDir, resume: bool) -> None:
     """What :func:`train` checks before any work: a run with checkpoints continues only with
     ``resume`` and only under the config it was started with (up to
-    :data:`advsim.run.RESUMABLE_CHANGES`), so a resumed run equals an uninterrupted one.
+    :data:`advsim.run.RESUMABLE_CHANGES`), so a resumed run equals an uninterrupted one; a folder
+    with a stopped run's log rows but no checkpoint is started over only with ``resume`` (a fresh
+    start would silently drop those rows).
 
     Raises:
         RunExistsError: either rule is broken (the message lists every changed field).
@@ -42,6 +46,10 @@ def check_run_dir(cfg: TrainConfig, run: RunDir, resume: bool) -> None:
     latest = run.latest()
     if latest and not resume:
         raise RunExistsError(f"{run.path} already has checkpoint {latest[0]!r}; pass --resume to continue it")
+    if not latest and not resume and any(run.count(log) for log in LOGS):
+        raise RunExistsError(f"{run.path} holds the logs of a run that stopped before its first checkpoint; pass "
+                             "--resume to start it over there (its rows are dropped, its saved rollouts reused) "
+                             "or use another run directory")
     if latest:
         changes = run.config_changes(cfg)
         if changes:
@@ -122,10 +130,19 @@ def train(cfg: TrainConfig, run_dir: str | Path, resume: bool = False, console: 
         RunExistsError: checkpoints exist and ``resume`` is False, or the config changed (:func:`check_run_dir`),
             or the backbone's tokenizer differs from the one the run started with
             (:meth:`advsim.run.RunDir.tokenizer_changes`).
-        advsim.run.RunFileError: a file of the run directory cannot be read back.
+        advsim.run.RunFileError: a file of the run directory cannot be read back (the checkpoint
+            to resume from included: its state, adapters or optimizer state).
+        advsim.run.RunInUseError: another process works in ``run_dir`` (:meth:`advsim.run.RunDir.lock`).
     """
     console = console or Console()
     run = RunDir(run_dir)
+    with run.lock():
+        return _train(cfg, run, resume, console, learner, io, stop_after)
+
+
+def _train(cfg: TrainConfig, run: RunDir, resume: bool, console: Console, learner, io: RoleIO | None,
+           stop_after: str | None) -> RunDir:
+    """The body of :func:`train`, inside the run directory's lock."""
     check_run_dir(cfg, run, resume)
     latest = run.latest()
     run.rollback_logs()
@@ -142,7 +159,12 @@ def train(cfg: TrainConfig, run_dir: str | Path, resume: bool = False, console: 
     done = set(run.completed())
     if latest:
         name, state = latest
-        learner.restore(state["versions"], run.checkpoint_dir(name) / "optimizer.pt")
+        try:
+            learner.restore(state["versions"], run.checkpoint_dir(name) / "optimizer.pt")
+        except (OSError, ValueError, KeyError, TypeError, RuntimeError, pickle.UnpicklingError, SafetensorError) as exc:
+            raise RunFileError(f"{run.checkpoint_dir(name)}: checkpoint {name!r} cannot be restored "
+                               f"({type(exc).__name__}: {str(exc)[:300]}); its adapters or optimizer state are "
+                               "missing or damaged") from None
         history = list(state.get("history", []))
         console.log(f"resuming {run.path} after checkpoint {name!r}")
     todo = [p for p in phases(cfg) if p not in done]

@@ -47,8 +47,23 @@ def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> Path:
     A reader sees either the old file or the complete new one, never a partial write; a killed
     process leaves at most a stray ``.tmp`` file; once this returns, the new file is on disk,
     rename included. Parent folders are created. Returns the path.
+
+    A symbolic link is followed: its target is replaced, the link stays. A path that exists and
+    is not a regular file (``/dev/stdout``, a named pipe, a terminal) cannot be replaced by a
+    rename and is written to directly, in one ``write`` call.
+
+    Raises:
+        IsADirectoryError: ``path`` (or the link's target) is a folder.
     """
     path = Path(path)
+    if path.is_symlink():
+        path = Path(os.path.realpath(path))
+    if path.is_dir():
+        raise IsADirectoryError(f"{path} is a folder; give a file path")
+    if path.exists() and not path.is_file():  # a device, a pipe, a socket: no rename over it
+        with open(path, "wb") as fh:
+            fh.write(data)
+        return path
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:

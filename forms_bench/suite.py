@@ -8,6 +8,7 @@ what the generator produces, byte for byte.
 from __future__ import annotations
 
 import json
+from collections import Counter
 from functools import lru_cache
 from pathlib import Path
 
@@ -82,7 +83,8 @@ def select_tasks(spec: str) -> list[Task]:
     stratum, in :data:`STRATA` order) or comma-separated task ids.
 
     Raises:
-        ValueError: an unknown task id (all of them named) or a malformed ``sample:N``.
+        ValueError: an unknown task id (all of them named), one listed twice, none at all, or a
+            malformed ``sample:N``.
     """
     tasks = load("test")
     if spec == "all":
@@ -92,7 +94,12 @@ def select_tasks(spec: str) -> list[Task]:
         return [t for s in STRATA for t in [x for x in tasks if x.stratum == s][:n]]
     by_id = {t.id: t for t in tasks}
     ids = [x.strip() for x in spec.split(",") if x.strip()]
+    if not ids:
+        raise ValueError(f"{spec!r}: no task id; expected 'all', 'sample:N' or comma-separated task ids")
     unknown = [i for i in ids if i not in by_id]
     if unknown:
         raise ValueError(f"unknown task id(s): {', '.join(unknown)}")
+    twice = sorted(i for i, k in Counter(ids).items() if k > 1)
+    if twice:
+        raise ValueError(f"task id(s) listed more than once: {', '.join(twice)} (each would count twice in every rate)")
     return [by_id[i] for i in ids]

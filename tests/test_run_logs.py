@@ -198,3 +198,150 @@ def test_atomic_write_and_a_new_log_fsync_their_folder_so_the_rename_is_durable(
     synced.clear()
     append_jsonl(tmp_path / "log.jsonl", [{"i": 2}])
     assert synced == [False]  # an existing log: the file only
+
+
+def test_atomic_write_follows_a_symlink_and_writes_a_device_in_place(tmp_path):
+    """A link to a file keeps being a link (its target gets the new bytes, atomically); a path that
+    is not a regular file (a named pipe here, /dev/stdout in use) is written in place, not replaced
+    by a rename; a folder is an error that names it."""
+    import threading
+
+    from forms_bench.atomic import atomic_write_text
+
+    target = tmp_path / "data" / "out.json"
+    target.parent.mkdir()
+    target.write_text("old")
+    link = tmp_path / "latest.json"
+    link.symlink_to(target)
+    atomic_write_text(link, "new")
+    assert link.is_symlink() and target.read_text() == "new"
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    got = []
+    reader = threading.Thread(target=lambda: got.append(fifo.read_text()))
+    reader.start()
+    atomic_write_text(fifo, '{"a": 1}')
+    reader.join(5)
+    assert got == ['{"a": 1}'] and fifo.is_fifo()
+    with pytest.raises(IsADirectoryError, match="is a folder"):
+        atomic_write_text(tmp_path / "data", "x")
+
+
+def test_rollback_deletes_only_its_own_unfinished_checkpoints_and_latest_must_name_one(tmp_path):
+    """A resume drops checkpoint folders that never completed, but only those named as advsim
+    names checkpoints: a user's folder under checkpoints/ stays. LATEST naming a path outside
+    ("../..") or a state whose 'completed' list leaves out LATEST's own name is refused, never
+    followed (that list decides what the rollback deletes)."""
+    run = RunDir(tmp_path / "r")
+    run.commit_checkpoint("capability-iter-1", {"versions": {"executor": 1}})
+    for name in ("capability-iter-2", "my-notes"):  # an unfinished checkpoint, a user's folder
+        (run.checkpoint_dir(name)).mkdir()
+        (run.checkpoint_dir(name) / "x").write_text("x")
+    run.rollback_logs()
+    assert sorted(p.name for p in (run.path / "checkpoints").iterdir()) == ["LATEST", "capability-iter-1", "my-notes"]
+    (run.path / "checkpoints" / "LATEST").write_text("../..\n")
+    with pytest.raises(RunFileError, match=r"'\.\./\.\.' is not a checkpoint name"):
+        run.latest()
+    (run.path / "checkpoints" / "LATEST").write_text("capability-iter-1\n")
+    state = json.loads((run.checkpoint_dir("capability-iter-1") / "state.json").read_text())
+    for bad, match in (({**state, "completed": ["warmstart"]}, "does not list the checkpoint itself"),
+                       ({**state, "completed": ["capability-iter-1", "../x"]}, "holds '../x', not a checkpoint name"),
+                       ({k: v for k, v in state.items() if k != "log_lengths"}, "not a checkpoint state"),
+                       ({**state, "versions": {"executor": "1"}}, "not a checkpoint state"),
+                       ({**state, "versions": {"critic": 1}}, "not a checkpoint state")):
+        (run.checkpoint_dir("capability-iter-1") / "state.json").write_text(json.dumps(bad))
+        with pytest.raises(RunFileError, match=match):
+            run.rollback_logs()
+    assert (run.path / "checkpoints" / "my-notes" / "x").exists()
+
+
+def test_a_lost_latest_is_refused_when_an_earlier_commit_had_finished(tmp_path):
+    """Killed between a commit's state.json files and its LATEST: the folders share one
+    'completed' list and the run has no checkpoint yet (latest() is None). Two lists mean an
+    earlier commit finished, so LATEST was lost: refused, with the name to write back."""
+    run = RunDir(tmp_path / "r")
+    run.commit_checkpoint("robust-iter-1", {"versions": {}}, also=["adv-v-1"])
+    (run.path / "checkpoints" / "LATEST").unlink()
+    assert run.latest() is None  # one commit, interrupted before LATEST: nothing complete
+    run.commit_checkpoint("robust-iter-1", {"versions": {}}, also=["adv-v-1"])
+    run.commit_checkpoint("robust-iter-2", {"versions": {}}, also=["adv-v-2"])
+    (run.path / "checkpoints" / "LATEST").unlink()
+    with pytest.raises(RunFileError, match=r"LATEST is missing.*probably 'robust-iter-2'|LATEST is missing.*'adv-v-2'"):
+        run.latest()
+
+
+def test_run_log_rows_must_be_json_objects(tmp_path):
+    run = RunDir(tmp_path / "r")
+    (run.path / "events.jsonl").write_text('{"a": 1}\n[1, 2]\n')
+    with pytest.raises(RunFileError, match=r"events.jsonl, line 2: not a JSON row \(a JSON list, not an object\)"):
+        run.read("events.jsonl")
+    (run.path / "events.jsonl").write_text("[" * 100_000 + "\n")
+    with pytest.raises(RunFileError, match="line 1: not a JSON row"):
+        run.read("events.jsonl")
+
+
+def test_run_dir_lock_refuses_a_second_process_and_is_reentrant_in_one(tmp_path):
+    """Two processes never work in one run directory: while a child holds the lock, this process
+    gets RunInUseError naming the child's pid; inside one process the lock nests (demo holds it
+    around train and evaluate); it is free again once the holder ends."""
+    import subprocess
+    import sys
+
+    from advsim.run import RunInUseError
+
+    run = RunDir(tmp_path / "r")
+    with run.lock(), run.lock():  # nested in one process
+        assert (run.path / ".lock").read_text().strip() == str(os.getpid())
+    child = subprocess.Popen([sys.executable, "-c", (
+        "import sys, time; from advsim.run import RunDir\n"
+        f"with RunDir({str(run.path)!r}).lock():\n    print('held', flush=True); time.sleep(60)")],
+        stdout=subprocess.PIPE, text=True, cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    try:
+        assert child.stdout.readline().strip() == "held"
+        with pytest.raises(RunInUseError, match=rf"in use by another process \(pid {child.pid}\)"):
+            with run.lock():
+                pass
+    finally:
+        child.kill()
+        child.wait()
+    with run.lock():  # the dead child's lock is gone
+        pass
+
+
+def test_episode_store_refuses_foreign_pickles_and_resamples_damaged_chunks(tmp_path, caplog):
+    """A saved chunk is read back by a restricted unpickler: a planted pickle that would call
+    os.system is refused before anything runs; a truncated or garbled chunk, or one holding
+    something else than episodes, is logged and deleted, and get() answers None (sample again).
+    The salt (the run's config digest) is part of every key."""
+    import gzip
+    import pickle
+
+    from advsim.rollout import Episode, EpisodeSpec
+    from advsim.run import EpisodeStore, run_digest
+    from advsim.config import config_from_dict
+    from forms_bench import load
+
+    store = EpisodeStore(tmp_path / "episodes", 2, salt="abc")
+    assert store.key("x") != EpisodeStore(tmp_path / "e2", 2, salt="abd").key("x")
+    assert store.key("x") == EpisodeStore(tmp_path / "e3", 2, salt="abc").key("x")
+    eps = [Episode(spec=EpisodeSpec(load("test")[0]), actions=["noop()"], success=True)]
+    store.put("good", eps)
+    assert store.get("good")[0].actions == ["noop()"] and store.get("good")[0].spec.task.id == eps[0].spec.task.id
+
+    flag = tmp_path / "pwned"
+
+    class Evil:
+        def __reduce__(self):
+            return (os.system, (f"touch {flag}",))
+
+    bodies = {"evil": gzip.compress(pickle.dumps([Evil()])), "torn": gzip.compress(pickle.dumps(eps))[:40],
+              "garbage": b"not gzip at all", "dict": gzip.compress(pickle.dumps({"a": 1}))}
+    for name, data in bodies.items():
+        (store.root / f"{name}.pkl.gz").write_bytes(data)
+        assert store.get(name) is None and not (store.root / f"{name}.pkl.gz").exists()
+    assert not flag.exists()
+    assert "global posix.system is not an episode type" in caplog.text or "is not an episode type" in caplog.text
+    cfg = config_from_dict({"name": "a", "model": {"backbone": "tiny"}})
+    other = config_from_dict({"name": "b", "model": {"backbone": "tiny"}, "stages": [1]})
+    longer = config_from_dict({"name": "a", "model": {"backbone": "tiny"}, "engine": {"max_model_len": 4096}})
+    assert run_digest(cfg) == run_digest(other) != run_digest(longer)

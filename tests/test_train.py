@@ -458,18 +458,18 @@ def test_an_evaluation_stopped_part_way_resumes_from_its_saved_chunks(tmp_path, 
     stop = {"after": 0}
     reference = ev()
     sampled = len(puts)
-    assert sampled > 4 and not (run.path / "episodes").exists()
+    assert sampled > 4 and not (run.path / "eval-episodes").exists()
     puts.clear()
     stop["after"] = 4
     with pytest.raises(KeyboardInterrupt):
         ev()
-    assert len(run_mod.EpisodeStore(run.path / "episodes", 3)) == 4
+    assert len(run_mod.EpisodeStore(run.path / "eval-episodes", 3)) == 4
     puts.clear(), gets.clear()
     stop["after"] = 0
     resumed = ev()
     assert sum(gets) == 4 and len(puts) == sampled - 4
     assert _without_seconds([resumed]) == _without_seconds([reference])
-    assert not (run.path / "episodes").exists()
+    assert not (run.path / "eval-episodes").exists()
 
 
 def test_curriculum_level_table_counts_rewarded_proposals_per_iteration_and_level():
@@ -663,3 +663,58 @@ def test_report_names_each_rollout_engine_and_its_linear_kernel():
                          {"stage": 2, "iteration": 2, "engine": triton}]) == [
         "Rollouts:", "", "- 1.1: engine not recorded",
         "- 2.2: vllm engine (`VLLMEngine`) on cuda, bfloat16; linear layers: triton (not Hopper)", ""]
+
+
+def test_a_stopped_run_without_checkpoint_needs_resume_and_a_damaged_checkpoint_is_named(tmp_path):
+    """A folder with log rows but no checkpoint (a run killed in its first phase) is not silently
+    wiped by a fresh start: it needs --resume. A checkpoint whose adapter weights are garbage is
+    a RunFileError naming the checkpoint, not a safetensors traceback."""
+    from advsim.learner import Learner
+    from advsim.run import RunDir, RunFileError
+    from advsim.train import RunExistsError, check_run_dir
+    from policies.backbone import tiny_backbone
+
+    cfg = config_from_dict(TINY)
+    fresh = RunDir(tmp_path / "fresh")
+    fresh.log("events.jsonl", [{"phase": "capability-iter-1"}])
+    with pytest.raises(RunExistsError, match="stopped before its first checkpoint; pass --resume"):
+        check_run_dir(cfg, fresh, resume=False)
+    check_run_dir(cfg, fresh, resume=True)
+
+    run_tiny(tmp_path / "r", stop_after="capability-iter-1")
+    weights = sorted((tmp_path / "r" / "adapters").glob("executor@*/adapter_model.safetensors"))[-1]
+    weights.write_bytes(b"garbage")
+    model, tok = tiny_backbone(seed=cfg.seed)
+    learner = Learner(cfg, tmp_path / "r" / "adapters", model=model, tokenizer=tok)
+    with pytest.raises(RunFileError, match="checkpoint 'capability-iter-1' cannot be restored"):
+        train(cfg, tmp_path / "r", resume=True, learner=learner, io=tiny_io(tok))
+
+
+def test_proposal_prompts_past_max_model_len_get_what_fits_or_nothing(caplog):
+    """engine.max_model_len 20, proposal_max_new_tokens 8: a 5-token prompt asks for 8 tokens, a
+    15-token one for the 5 that fit, a 25-token one is not sent and gets an empty generation
+    (a malformed proposal, left out of the update); one warning counts them."""
+    from types import SimpleNamespace
+
+    from advsim.coevolution import _propose
+    from policies.engines import Generation
+
+    class Engine:
+        max_model_len = 20
+
+        def __init__(self):
+            self.asked = []
+
+        def generate(self, requests):
+            self.asked += [(len(r.prompt_ids), r.max_new_tokens) for r in requests]
+            return [Generation(r, [7] * r.max_new_tokens, [-0.1] * r.max_new_tokens, r.adapter_ref(), "length", "x")
+                    for r in requests]
+
+    cfg = config_from_dict({**TINY, "rollout": {**TINY["rollout"], "proposal_max_new_tokens": 8}})
+    engine = Engine()
+    learner = SimpleNamespace(cfg=cfg, engine=engine, ref=lambda role: f"{role}@0")
+    gens = _propose(learner, [[1] * 5, [1] * 15, [1] * 25], "adversary", 100)
+    assert engine.asked == [(5, 8), (15, 5)]
+    assert [len(g.token_ids) for g in gens] == [8, 5, 0] and gens[2].text == "" and gens[2].finish_reason == "length"
+    assert [g.request.seed for g in gens] == [100, 101, 102] and str(gens[2].adapter) == "adversary@0"
+    assert "adversary: 2 of 3 prompts longer than engine.max_model_len 20 allows (1 not sent, 1 with fewer" in caplog.text

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import Any, Callable, Sequence
 
 import gymnasium as gym
@@ -332,7 +333,7 @@ class EvidenceLedgerSuite:
         given order.
 
         Raises:
-            ValueError: an id that is not in the suite, or a malformed spec.
+            ValueError: an id that is not in the suite or listed twice, or a malformed spec.
         """
         cases = list(self.suite.cases)
         if spec == "all":
@@ -361,6 +362,10 @@ class EvidenceLedgerSuite:
         if missing or not ids:
             raise ValueError(f"eval.tasks: {spec!r}: not case ids of this suite ({', '.join(missing) or 'none given'}); "
                              "expected 'all', 'sample:N' or comma-separated case ids")
+        twice = sorted(x for x, k in Counter(ids).items() if k > 1)
+        if twice:
+            raise ValueError(f"eval.tasks: {spec!r}: case id(s) listed more than once: {', '.join(twice)} "
+                             "(each would count twice in every rate)")
         return [by_id[x] for x in ids]
 
     def episode_metrics(self, infos: Sequence[dict]) -> dict:

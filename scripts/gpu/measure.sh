@@ -86,14 +86,14 @@ case "$1" in
     cp "$RUN.console.log" "$OUT/console.log"
     [ -f "$RUN.json" ] && cp "$RUN.json" "$OUT/summary.json"
     if [ -n "$FULL" ]; then  # what resumes it elsewhere: all but saved chunks and the older checkpoints' optimizer states
-      latest=$(cat "$RUN/checkpoints/LATEST" 2>/dev/null); ex=(--exclude "$name/episodes")
+      latest=$(cat "$RUN/checkpoints/LATEST" 2>/dev/null); ex=(--exclude "$name/episodes" --exclude "$name/eval-episodes")
       for d in "$RUN"/checkpoints/*/; do
         [ -d "$d" ] && [ "$(basename "$d")" != "$latest" ] && ex+=(--exclude "$name/checkpoints/$(basename "$d")/optimizer.pt")
       done
       tar -czf /tmp/run.tar.gz -C /root/runs "${ex[@]}" "$name" && (cd "$OUT" && split -b 15M /tmp/run.tar.gz run.tar.gz.part-)
     else
       for f in events.jsonl eval.json report.md; do [ -f "$RUN/$f" ] && cp "$RUN/$f" "$OUT/"; done
-      tar -czf "$OUT/run-files.tar.gz" -C /root/runs --exclude "$name/episodes" --exclude "$name/adapters" \
+      tar -czf "$OUT/run-files.tar.gz" -C /root/runs --exclude "$name/episodes" --exclude "$name/eval-episodes" --exclude "$name/adapters" \
         --exclude "$name/checkpoints" --exclude "$name/trajectories.jsonl" --exclude "$name/engine.log" "$name"
       [ -f "$RUN/trajectories.jsonl" ] && gzip -c "$RUN/trajectories.jsonl" > "$OUT/trajectories.jsonl.gz"
     fi
