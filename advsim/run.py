@@ -57,8 +57,12 @@ LOGS = ("events.jsonl", "proposals.jsonl", "trajectories.jsonl")
 # folders so named are ever deleted under checkpoints/, and LATEST may name nothing else
 CHECKPOINT_NAME = re.compile(r"(warmstart|capability-iter-\d+|robust-iter-\d+|adv-v-\d+)")
 log = logging.getLogger(__name__)
-# config fields that may change when a run resumes: where and how fast it runs, not what it computes
-RESUMABLE_CHANGES = ("name", "stages", "engine.threads", "engine.kv_cache_gib", "engine.gpu_memory_utilization")
+# config fields that may change when a run resumes: where and how fast it runs, not what it computes.
+# engine.threads is not one of them: on CPU the thread count changes how torch and vLLM split float
+# sums, so log-probs (and the logged diff statistics) move in the last bits. The KV-cache sizes can
+# change vLLM's batching, which leaves results alone only under the batch-invariant contract
+# (engine.consistency), the mode a resumable run is meant to use.
+RESUMABLE_CHANGES = ("name", "stages", "engine.kv_cache_gib", "engine.gpu_memory_utilization")
 
 
 class RunFileError(ValueError):
@@ -179,13 +183,17 @@ class RunDir:
     def config_changes(self, cfg: TrainConfig) -> list[str]:
         """How ``cfg`` differs from the config this run was started with (``config.yaml``), one
         ``"optim.learning_rate: 0.01 -> 0.5"`` per field, leaving out :data:`RESUMABLE_CHANGES`;
-        ``[]`` when nothing else changed or no config was saved yet.
+        ``[]`` when nothing else changed or no config was saved yet (a run with no checkpoint).
 
         Raises:
-            RunFileError: the saved config cannot be read or validated.
+            RunFileError: the saved config cannot be read or validated, or it is missing from a run
+                with checkpoints.
         """
         p = self.path / "config.yaml"
         if not p.exists():
+            if self.latest() is not None:
+                raise RunFileError(f"{p} is missing but the run has checkpoints: without it a resume cannot check "
+                                   "that the config is the one the run was started with; restore it")
             return []
         saved = self.saved_config().to_dict()
 

@@ -113,17 +113,43 @@ def verify_checkpoint(folder: str | os.PathLike) -> bool:
     return True
 
 
+def _exchange(a: Path, b: Path) -> bool:
+    """Swap the paths ``a`` and ``b`` in one step (Linux ``renameat2(RENAME_EXCHANGE)``, glibc ≥ 2.28);
+    False where the platform or file system cannot (then nothing changed)."""
+    import ctypes
+    import ctypes.util
+
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+        fn = libc.renameat2
+    except (OSError, AttributeError):
+        return False
+    at_fdcwd, rename_exchange = -100, 2
+    return fn(at_fdcwd, os.fsencode(a), at_fdcwd, os.fsencode(b), rename_exchange) == 0
+
+
 def atomic_save_dir(target: Path, write) -> Path:
     """Create directory ``target`` atomically: ``write(tmpdir)`` fills a temporary sibling, then rename.
 
-    An existing ``target`` is replaced (moved aside, then deleted). A killed process leaves at
-    most a ``.tmp-*`` sibling, never a half-written ``target``.
+    An existing ``target`` is replaced by swapping the two folders in one step where Linux allows
+    (``renameat2`` with ``RENAME_EXCHANGE``), then deleting the old one; elsewhere it is moved
+    aside to a ``.old-<name>-*`` sibling first, and a kill between the two renames is repaired by
+    the next call, which moves it back before anything else. A killed process leaves at most a
+    ``.tmp-*`` sibling, never a half-written ``target``.
     """
     target = Path(target)
     target.parent.mkdir(parents=True, exist_ok=True)
+    if not target.exists():  # a kill between the fallback's two renames: put the old folder back
+        for old in sorted(target.parent.glob(f".old-{target.name}-*/x")):
+            os.replace(old, target)
+            old.parent.rmdir()
+            break
     tmp = Path(tempfile.mkdtemp(prefix=f".tmp-{target.name}-", dir=target.parent))
     try:
         write(tmp)
+        if target.exists() and _exchange(tmp, target):
+            shutil.rmtree(tmp, ignore_errors=True)  # tmp now holds the old folder
+            return target
         old = None
         if target.exists():
             old = Path(tempfile.mkdtemp(prefix=f".old-{target.name}-", dir=target.parent))

@@ -345,3 +345,35 @@ def test_episode_store_refuses_foreign_pickles_and_resamples_damaged_chunks(tmp_
     other = config_from_dict({"name": "b", "model": {"backbone": "tiny"}, "stages": [1]})
     longer = config_from_dict({"name": "a", "model": {"backbone": "tiny"}, "engine": {"max_model_len": 4096}})
     assert run_digest(cfg) == run_digest(other) != run_digest(longer)
+
+
+def test_atomic_save_dir_replaces_a_folder_in_one_step_and_repairs_a_kill_between_renames(tmp_path, monkeypatch):
+    """Replacing an adapter folder never leaves a moment without it on Linux (the two folders are
+    swapped by renameat2); where that is impossible the old folder is moved aside first, and a
+    kill between the two renames (simulated) is repaired by the next call before it writes."""
+    from policies import backbone
+    from policies.backbone import atomic_save_dir
+
+    target = tmp_path / "executor@1"
+    atomic_save_dir(target, lambda t: (t / "w").write_text("1"))
+    atomic_save_dir(target, lambda t: (t / "w").write_text("2"))
+    assert (target / "w").read_text() == "2" and sorted(p.name for p in tmp_path.iterdir()) == ["executor@1"]
+    aside = tmp_path / ".old-executor@1-killed"
+    aside.mkdir()
+    os.replace(target, aside / "x")  # the fallback's first rename, then the process died
+    monkeypatch.setattr(backbone, "_exchange", lambda a, b: False)  # the fallback path from here on
+    seen = []
+    atomic_save_dir(target, lambda t: seen.append((target / "w").read_text()) or (t / "w").write_text("3"))
+    assert seen == ["2"]  # the old folder was back before the new one was written
+    assert (target / "w").read_text() == "3" and sorted(p.name for p in tmp_path.iterdir()) == ["executor@1"]
+
+
+def test_a_run_with_checkpoints_but_no_config_cannot_skip_the_resume_check(tmp_path):
+    from advsim.config import config_from_dict
+
+    cfg = config_from_dict({"name": "a", "model": {"backbone": "tiny"}})
+    run = RunDir(tmp_path / "r")
+    assert run.config_changes(cfg) == []  # a new run
+    run.commit_checkpoint("warmstart", {"versions": {}})
+    with pytest.raises(RunFileError, match="config.yaml is missing but the run has checkpoints"):
+        run.config_changes(cfg)

@@ -541,7 +541,8 @@ def test_gradient_graphs_run_under_deterministic_algorithms_on_cuda_only(tmp_pat
 
 def test_resume_refuses_a_changed_config_and_names_every_change(tmp_path):
     """A run with checkpoints resumes only under the config it was started with (so it equals an
-    uninterrupted run); where and how fast it runs (engine.threads, stages, name…) may change."""
+    uninterrupted run); where it runs and for how long (KV-cache size, stages, name) may change, the
+    thread count may not (it moves CPU float sums)."""
     from advsim.run import RunDir
     from advsim.train import RunExistsError, check_run_dir
 
@@ -555,14 +556,16 @@ def test_resume_refuses_a_changed_config_and_names_every_change(tmp_path):
     check_run_dir(cfg, run, resume=True)  # the same config
     d = cfg.to_dict()
     same = config_from_dict({**d, "name": "other", "stages": [1],
-                             "engine": {**d["engine"], "threads": d["engine"]["threads"] + 1}})
+                             "engine": {**d["engine"], "kv_cache_gib": d["engine"]["kv_cache_gib"] + 1}})
     check_run_dir(same, run, resume=True)
     changed = config_from_dict({**d, "optim": {**d["optim"], "learning_rate": 0.5},
-                                "rollout": {**d["rollout"], "max_steps": 7}})
+                                "rollout": {**d["rollout"], "max_steps": 7},
+                                "engine": {**d["engine"], "threads": d["engine"]["threads"] + 1}})
     with pytest.raises(RunExistsError) as exc:
         check_run_dir(changed, run, resume=True)
     assert "optim.learning_rate: 0.01 -> 0.5" in str(exc.value) and "rollout.max_steps: 2 -> 7" in str(exc.value)
-    assert str(exc.value).count("->") == 2
+    assert "engine.threads: 2 -> 3" in str(exc.value)  # CPU float sums split by thread: not resumable
+    assert str(exc.value).count("->") == 3
     assert "learning_rate: 0.01" in (run.path / "config.yaml").read_text()  # the saved config is untouched
 
 
