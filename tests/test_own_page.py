@@ -583,3 +583,22 @@ def test_local_urls_too_large_to_observe_are_refused_before_chromium(tmp_path):
             own_page_source.MAX_PAGE_BYTES = saved
     finally:
         server.stop()
+
+
+@browser
+def test_a_page_that_never_finishes_loading_fails_after_its_second_timeout(tmp_path, caplog):
+    """An inline ``while(true){}`` keeps the load event from firing: the first timeout relaunches
+    Chromium (it might have been the browser), the second one, in the fresh browser, is the page's
+    own doing and fails at once with a BrowserWorldError that says so, instead of spending every
+    one of max_restarts restarts (4 × 10 s by default) on it."""
+    from worlds.web.chromium import BrowserWorldError
+    from worlds.web.own_page import PageWorld
+
+    page = tmp_path / "hang.html"
+    page.write_text('<html><body><form><label>Name <input name="n"></label></form>'
+                    "<script>while(true){}</script></body></html>")
+    with PageWorld(navigation_timeout_ms=1500, max_restarts=5) as w:
+        with pytest.raises(BrowserWorldError, match=r"cannot open hang.html: it did not finish loading within 1500 ms "
+                                                    r"twice, Chromium relaunched in between"):
+            w.reset(page)
+        assert w.restarts == 1

@@ -71,6 +71,7 @@ from collections import deque
 from typing import Any, Sequence
 
 from playwright.sync_api import Error as PlaywrightError
+from playwright.sync_api import TimeoutError as PlaywrightTimeoutError
 
 from forms_bench.actions import Action
 from forms_bench.schema import Task
@@ -332,10 +333,13 @@ class BrowserWorld(_Injection, _ActionRunner, _TreeReader, _Recovery):
     def _open_new_episode(self, what: str) -> None:
         """Start a new episode (fresh history, session and last observation) and open its page,
         relaunching Chromium after a failure up to ``max_restarts`` times; ``what`` names the
-        page in log lines and errors (e.g. ``task form-001``).
+        page in log lines and errors (e.g. ``task form-001``). A page that times out loading
+        twice in a row (the second time in a fresh Chromium) fails at once: its own scripts or
+        resources never let it finish, and more restarts would only cost more timeouts.
 
         Raises:
-            BrowserWorldError: the page could not be opened after ``max_restarts`` restarts.
+            BrowserWorldError: the page could not be opened after ``max_restarts`` restarts, or
+                timed out loading twice in a row.
         """
         world = type(self).__name__
         self._episode += 1
@@ -344,14 +348,20 @@ class BrowserWorld(_Injection, _ActionRunner, _TreeReader, _Recovery):
         self._history = []
         self._message = None
         self._last_obs = None
-        failures = 0
+        failures = timeouts = 0
         while True:
             try:
                 self._open()
                 return
             except (PlaywrightError, _Restart) as e:
                 failures += 1
+                timeouts = timeouts + 1 if isinstance(e, PlaywrightTimeoutError) else 0
                 cause = str(e).splitlines()[0] if str(e) else type(e).__name__
+                if timeouts == 2:  # again in a relaunched Chromium: the page itself never finishes loading
+                    raise BrowserWorldError(
+                        f"{world}: cannot open {what}: it did not finish loading within {self.navigation_timeout_ms:.0f} "
+                        f"ms twice, Chromium relaunched in between (a script that never yields, a resource "
+                        f"that never arrives?): {cause}") from e
                 if failures > self.max_restarts:
                     raise BrowserWorldError(f"{world}: cannot open {what}: {cause}") from e
                 self.restarts += 1
