@@ -25,11 +25,13 @@ def check_output_path(path: Optional[Path]) -> Optional[Path]:
         return None
     if path.is_dir():
         raise typer.BadParameter(f"{path} is a directory; give a file name, e.g. {path / 'out.json'}")
-    target = Path(os.path.realpath(path)) if path.is_symlink() else path  # the write goes to a link's target
-    if target.exists() and not target.is_file():  # /dev/stdout, a pipe: written in place
-        if not os.access(target, os.W_OK):
+    from forms_bench.atomic import written_in_place
+
+    if written_in_place(path):  # /dev/stdout, a pipe: appended to in place
+        if not os.access(path, os.W_OK):
             raise typer.BadParameter(f"{path} is not writable")
         return path
+    target = Path(os.path.realpath(path)) if path.is_symlink() else path  # the write goes to a link's target
     parent = target.absolute().parent
     while not parent.exists():
         parent = parent.parent

@@ -44,6 +44,7 @@ import os
 import pickle
 import re
 import shutil
+import stat
 import sys
 from pathlib import Path
 from typing import Any, Iterable, Iterator
@@ -102,6 +103,7 @@ class RunDir:
 
         Raises:
             RunInUseError: another process holds it (the message gives that process's pid).
+            RunFileError: ``.lock`` is a symlink, a folder or otherwise not a regular file.
         """
         try:
             import fcntl
@@ -116,7 +118,16 @@ class RunDir:
             finally:
                 _HELD[key][1] -= 1
             return
-        fh = open(self.path / ".lock", "a+", encoding="utf-8")
+        lock_path = self.path / ".lock"
+        try:  # never through a symlink (a received run directory's .lock -> ~/.bashrc would be truncated)
+            fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o644)
+        except OSError as exc:
+            raise RunFileError(f"{lock_path} cannot be opened as the run's lock file ({exc.strerror or exc}; a "
+                               "symlink or a folder there is refused): remove it") from None
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            os.close(fd)
+            raise RunFileError(f"{lock_path} is not a regular file: remove it")
+        fh = os.fdopen(fd, "r+", encoding="utf-8")
         try:
             fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -406,7 +417,7 @@ def _material(obj: Any) -> Any:
 _OWN_PACKAGES = ("advsim", "forms_bench", "worlds", "judges", "policies")
 
 
-class _EpisodeUnpickler(pickle.Unpickler):
+class _EpisodeUnpickler(pickle._Unpickler):  # the Python unpickler: its BUILD can be checked
     """Unpickles only what :class:`EpisodeStore` writes: the project's own dataclasses, pydantic
     models and enums (episodes, specs, turns, tasks, injections), plus pickle's built-in types. Any
     other global (``os.system``, ``builtins.eval``, a class with side effects) is refused before it
@@ -421,6 +432,16 @@ class _EpisodeUnpickler(pickle.Unpickler):
                                                  for c in obj.__mro__)):
                 return obj
         raise pickle.UnpicklingError(f"global {module}.{name} is not an episode type")
+
+    def load_build(self) -> None:
+        """BUILD sets an object's state; on a class it would ``setattr`` the class itself (replace
+        ``Episode.parse_rate`` for the rest of the process): refused."""
+        if isinstance(self.stack[-2], type):
+            raise pickle.UnpicklingError(f"state set on the class {self.stack[-2].__name__}, not on an instance")
+        super().load_build()
+
+    dispatch = dict(pickle._Unpickler.dispatch)
+    dispatch[pickle.BUILD[0]] = load_build
 
 
 def run_digest(cfg: TrainConfig) -> str:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import stat
 import tempfile
 from pathlib import Path
 from typing import Any, Iterable
@@ -40,6 +41,21 @@ def _fsync_dir(folder: Path) -> None:
         os.close(fd)
 
 
+def written_in_place(path: str | os.PathLike) -> bool:
+    """Whether :func:`atomic_write_bytes` writes ``path`` in place instead of renaming over it:
+    a path under ``/dev/`` or ``/proc/`` (``/dev/stdout`` leads to the process's own descriptor,
+    whatever file or pipe it is), or one that exists and is not a regular file or folder once
+    links are followed (a named pipe, a socket, a device)."""
+    text = os.path.abspath(os.fspath(path))
+    if text.startswith(("/dev/", "/proc/")):
+        return True
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return False
+    return not (stat.S_ISREG(mode) or stat.S_ISDIR(mode))
+
+
 def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> Path:
     """Write ``data`` to ``path`` atomically: a temporary file in the same folder, fsync, rename,
     fsync of the folder.
@@ -48,22 +64,22 @@ def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> Path:
     process leaves at most a stray ``.tmp`` file; once this returns, the new file is on disk,
     rename included. Parent folders are created. Returns the path.
 
-    A symbolic link is followed: its target is replaced, the link stays. A path that exists and
-    is not a regular file (``/dev/stdout``, a named pipe, a terminal) cannot be replaced by a
-    rename and is written to directly, in one ``write`` call.
+    A symbolic link is followed: its target is replaced, the link stays. A path that
+    :func:`written_in_place` names (``/dev/stdout``, ``/dev/fd/N``, a named pipe, a terminal)
+    cannot be replaced by a rename and is appended to directly, in one ``write`` call.
 
     Raises:
         IsADirectoryError: ``path`` (or the link's target) is a folder.
     """
     path = Path(path)
+    if written_in_place(path):
+        with open(path, "ab") as fh:  # append: a redirected stdout keeps what was printed before
+            fh.write(data)
+        return path
     if path.is_symlink():
         path = Path(os.path.realpath(path))
     if path.is_dir():
         raise IsADirectoryError(f"{path} is a folder; give a file path")
-    if path.exists() and not path.is_file():  # a device, a pipe, a socket: no rename over it
-        with open(path, "wb") as fh:
-            fh.write(data)
-        return path
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:

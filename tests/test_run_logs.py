@@ -377,3 +377,44 @@ def test_a_run_with_checkpoints_but_no_config_cannot_skip_the_resume_check(tmp_p
     run.commit_checkpoint("warmstart", {"versions": {}})
     with pytest.raises(RunFileError, match="config.yaml is missing but the run has checkpoints"):
         run.config_changes(cfg)
+
+
+def test_lock_never_follows_a_symlink_and_episode_chunks_cannot_patch_classes(tmp_path):
+    """A received run directory whose .lock links to a user's file: the lock refuses it and the
+    file is untouched. A chunk whose BUILD sets state on a class (Episode.parse_rate := 1.0 for
+    the rest of the process) is refused before it runs, and the class is unchanged."""
+    import gzip
+
+    from advsim.rollout import Episode
+    from advsim.run import EpisodeStore
+
+    victim = tmp_path / "victim.txt"
+    victim.write_text("IMPORTANT")
+    run = RunDir(tmp_path / "r")
+    (run.path / ".lock").symlink_to(victim)
+    with pytest.raises(RunFileError, match=r"\.lock cannot be opened as the run's lock file"):
+        with run.lock():
+            pass
+    assert victim.read_text() == "IMPORTANT"
+    payload = (b"\x80\x02cadvsim.rollout\nEpisode\nN}(X\x0a\x00\x00\x00parse_rateG?\xf0\x00\x00\x00\x00\x00\x00"
+               b"X\x06\x00\x00\x00to_rowcadvsim.rollout\nTurn\nu\x86b0X\x04\x00\x00\x00oops.")
+    store = EpisodeStore(tmp_path / "episodes", 2)
+    store.root.mkdir()
+    (store.root / "k.pkl.gz").write_bytes(gzip.compress(payload))
+    assert store.get("k") is None
+    assert isinstance(Episode.__dict__["parse_rate"], property) and callable(Episode.__dict__["to_row"])
+
+
+def test_json_to_dev_stdout_appends_to_a_redirected_file(tmp_path):
+    """``--json /dev/stdout`` with stdout redirected to a file (``>> log``) appends there, keeping
+    what was in it, instead of renaming a new file over it."""
+    import subprocess
+    import sys
+
+    log = tmp_path / "log.txt"
+    log.write_text("PREVIOUS\n")
+    code = ("from pathlib import Path\nfrom advsim.cli_output import check_output_path, write_json\n"
+            "write_json(check_output_path(Path('/dev/stdout')), {'x': 1})")
+    with open(log, "a") as out:
+        subprocess.run([sys.executable, "-c", code], stdout=out, check=True)
+    assert log.read_text() == 'PREVIOUS\n{\n  "x": 1\n}wrote /dev/stdout\n'
