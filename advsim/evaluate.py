@@ -255,7 +255,8 @@ def evaluate(run_dir: str | Path, tasks: str | None = None, seeds: int | None = 
     Raises:
         FileNotFoundError: ``run_dir`` has no config or no complete checkpoint.
         advsim.run.RunInUseError: another process works in ``run_dir`` (:meth:`advsim.run.RunDir.lock`).
-        ValueError: ``judge`` is not strict/lm; the LM judge or an external adversary asked for in
+        ValueError: the backbone's tokenizer differs from the one the run was trained with
+            (:meth:`advsim.run.RunDir.tokenizer_changes`); ``judge`` is not strict/lm; the LM judge or an external adversary asked for in
             a world that has none. (``browser`` in a world without a real counterpart leaves the
             browser columns out.)
     """
@@ -302,6 +303,12 @@ def _evaluate(run_dir: str | Path, tasks: str | None = None, seeds: int | None =
         finally:
             probe.close()
     learner = learner or build_learner(cfg, run)
+    from policies.backbone import tokenizer_fingerprint
+
+    changed = run.tokenizer_changes(tokenizer_fingerprint(learner.tokenizer))
+    if changed:  # the adapters end their turns with the run's end-of-sequence token
+        raise ValueError(f"{run.path} was trained with another tokenizer; its checkpoints cannot be evaluated under "
+                         "this one. Changed: " + "; ".join(changed))
     io = io or role_io(learner.tokenizer)
     states = {name: run.checkpoint_dir(name) for name in done}
     executors = [n for n in done if not n.startswith("adv-v-")]

@@ -637,6 +637,10 @@ def test_resume_refuses_another_tokenizer(tmp_path):
     assert str(exc.value).count("->") == 1
     assert json.loads((tmp_path / "tokenizer.json").read_text()) == rec
     assert RunDir(tmp_path).completed() == ["capability-iter-1"]
+    from advsim.evaluate import evaluate
+
+    with pytest.raises(ValueError, match=f"trained with another tokenizer.*eos_token_id: {tok.eos_token_id} -> 1"):
+        evaluate(tmp_path, tasks="sample:1", seeds=1, browser=False, learner=learner, io=tiny_io(other))
     from advsim.run import RunFileError
 
     (tmp_path / "tokenizer.json").write_text("[1, 2")
