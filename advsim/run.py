@@ -445,14 +445,19 @@ class _EpisodeUnpickler(pickle._Unpickler):  # the Python unpickler: its BUILD c
 
 
 def run_digest(cfg: TrainConfig) -> str:
-    """SHA-256 (16 hex digits) of what a run's rollouts depend on: the config without ``name``
-    and ``stages`` (engine kind, dtype, ``max_model_len`` and threads, backbone, world, sampling
+    """SHA-256 (16 hex digits) of what a run's rollouts depend on: the config without
+    :data:`RESUMABLE_CHANGES` (engine kind, dtype, ``max_model_len`` and threads, backbone, world, sampling
     and limits all count) and advsim's version (a stand-in for the prompt formats in code).
     :class:`EpisodeStore` mixes it into every key."""
     from advsim import __version__
 
     d = cfg.to_dict()
-    d.pop("name", None), d.pop("stages", None)
+    for field in RESUMABLE_CHANGES:  # what a resume may change does not change a rollout
+        *parents, leaf = field.split(".")
+        node = d
+        for k in parents:
+            node = node.get(k, {})
+        node.pop(leaf, None)
     text = json.dumps([d, __version__], sort_keys=True, default=repr)
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
 

@@ -344,7 +344,8 @@ def test_episode_store_refuses_foreign_pickles_and_resamples_damaged_chunks(tmp_
     cfg = config_from_dict({"name": "a", "model": {"backbone": "tiny"}})
     other = config_from_dict({"name": "b", "model": {"backbone": "tiny"}, "stages": [1]})
     longer = config_from_dict({"name": "a", "model": {"backbone": "tiny"}, "engine": {"max_model_len": 4096}})
-    assert run_digest(cfg) == run_digest(other) != run_digest(longer)
+    bigger_cache = config_from_dict({"name": "a", "model": {"backbone": "tiny"}, "engine": {"kv_cache_gib": 7}})
+    assert run_digest(cfg) == run_digest(other) == run_digest(bigger_cache) != run_digest(longer)
 
 
 def test_atomic_save_dir_replaces_a_folder_in_one_step_and_repairs_a_kill_between_renames(tmp_path, monkeypatch):
