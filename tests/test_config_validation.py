@@ -284,6 +284,42 @@ def test_host_side_of_a_profile_against_the_wall_time():
     assert summarise_host([], wall_ms=5.0) == {"cpu_op_ms": 0.0, "untraced_ms": 5.0, "calls": 0, "top": []}
 
 
+def test_python_side_of_a_profile_by_family():
+    """cProfile's table summarised per family of vLLM's code (hand-computed): a function's self
+    time goes to its file's family; a built-in's to each caller's family in proportion to that
+    caller's share, unless it synchronises with the GPU (then "waiting")."""
+    from advsim.bench.cuda import WAITING, python_family, summarise_python
+
+    site = "/tmp/site/vllm/"
+    sched = (site + "v1/core/sched/scheduler.py", 100, "schedule")
+    detok = ("/usr/lib/python3.12/site-packages/vllm/v1/engine/detokenizer.py", 50, "update")
+    runner = (site + "v1/worker/gpu_model_runner.py", 900, "_prepare_inputs")
+    tolist = ("~", 0, "<method 'tolist' of 'torch._C.TensorBase' objects>")
+    append = ("~", 0, "<method 'append' of 'list' objects>")
+    stats = {sched: (32, 32, 0.010, 0.030, {}),
+             detok: (8192, 8192, 0.040, 0.050, {}),
+             runner: (32, 32, 0.005, 0.200, {}),
+             tolist: (64, 64, 0.150, 0.150, {runner: (64, 64, 0.150, 0.150)}),
+             append: (1000, 1000, 0.004, 0.004, {sched: (750, 750, 0.003, 0.003), detok: (250, 250, 0.001, 0.001)})}
+    s = summarise_python(stats, wall_ms=260.0, top=2)
+    assert s["profiled_ms"] == 209.0 and s["wall_ms"] == 260.0
+    assert s["families"] == {WAITING: 150.0, "output processing (detokenizer, log-probs)": 41.0,
+                             "scheduler, KV-cache manager": 13.0, "input preparation (model runner)": 5.0}
+    assert list(s["families"]) == [WAITING, "output processing (detokenizer, log-probs)",
+                                   "scheduler, KV-cache manager", "input preparation (model runner)"]
+    assert s["top_self"] == [
+        {"function": "<method 'tolist' of 'torch._C.TensorBase' objects>", "calls": 64, "ms": 150.0},
+        {"function": "vllm/v1/engine/detokenizer.py:50(update)", "calls": 8192, "ms": 40.0}]
+    assert s["top_cumulative"][0] == {"function": "vllm/v1/worker/gpu_model_runner.py:900(_prepare_inputs)",
+                                      "calls": 32, "ms": 200.0}
+    assert python_family("/x/site-packages/vllm/v1/sample/sampler.py", "forward") == "sampler (host side)"
+    assert python_family("/work/main/policies/vllm_seeded_sampler.py", "sample") == "sampler (host side)"
+    assert python_family("/x/site-packages/torch/nn/modules/module.py", "_call_impl").startswith("model forward")
+    assert python_family("/x/site-packages/vllm/entrypoints/llm.py", "generate") == "engine loop"
+    assert python_family("/home/me/script.py", "main") == "other"
+    assert python_family("~", "<built-in method builtins.len>") is None
+
+
 @pytest.mark.filterwarnings("ignore:CUDA is not available, disabling CUDA profiling")
 def test_cuda_bench_profile_prefills_new_prompts_not_the_warm_ups(monkeypatch):
     """The profiled generate gets prompts the warm-up did not (a repeat would be served from the
@@ -308,10 +344,12 @@ def test_cuda_bench_profile_prefills_new_prompts_not_the_warm_ups(monkeypatch):
 
     monkeypatch.setattr(torch.cuda, "synchronize", lambda: None)
     res = cuda._profile_vllm(Engine(), vocab=1000, batch=3, new_tokens=4)
-    (warm, seeds, lora), (prof, seeds2, lora2) = calls
-    assert len(warm) == len(prof) == 3 and all(len(p) == cuda.PROMPT_TOKENS for p in warm + prof)
-    assert not set(map(tuple, warm)) & set(map(tuple, prof))  # nothing the prefix cache holds
-    assert seeds == seeds2 == [0, 1, 2] and lora == lora2 == ["lora:executor@0"] * 3
+    (warm, seeds, lora), (prof, seeds2, lora2), (py, seeds3, lora3) = calls
+    assert len(warm) == len(prof) == len(py) == 3 and all(len(p) == cuda.PROMPT_TOKENS for p in warm + prof + py)
+    sets = [set(map(tuple, x)) for x in (warm, prof, py)]
+    assert not (sets[0] & sets[1] or sets[0] & sets[2] or sets[1] & sets[2])  # nothing the prefix cache holds
+    assert seeds == seeds2 == seeds3 == [0, 1, 2] and lora == lora2 == lora3 == ["lora:executor@0"] * 3
+    assert res["python"]["wall_ms"] > 0 and res["python"]["profiled_ms"] >= 0
     assert (res["batch"], res["prompt_tokens"], res["new_tokens"]) == (3, 512, 4)
     host = res["host"]
     assert host["cpu_op_ms"] >= 0 and abs(host["cpu_op_ms"] + host["untraced_ms"] - res["wall_ms"]) < 0.1  # rounding
@@ -325,7 +363,10 @@ def test_cuda_bench_profile_tables_show_kernels_and_host_per_configuration(monke
     def prof(lora_us, wall_ms):
         return {"profile": {"batch": 256, "prompt_tokens": 512, "new_tokens": 32, "wall_ms": wall_ms,
                             **cuda.summarise_kernels([("_lora_shrink_kernel", lora_us), ("nvjet_a", 1000.0)]),
-                            "host": cuda.summarise_host([("aten::exponential_", 8192, 41000.0)], wall_ms)}}
+                            "host": cuda.summarise_host([("aten::exponential_", 8192, 41000.0)], wall_ms),
+                            "python": cuda.summarise_python(
+                                {("/s/site-packages/vllm/v1/engine/detokenizer.py", 1, "update"):
+                                 (1, 1, lora_us / 1e6, lora_us / 1e6, {})}, wall_ms)}}
 
     canned = {"contract": prof(60000.0, 960.3), "default": prof(17000.0, 849.5)}
     monkeypatch.setattr(cuda, "require_cuda", lambda: None)
@@ -337,6 +378,7 @@ def test_cuda_bench_profile_tables_show_kernels_and_host_per_configuration(monke
     assert "contract: host side of the same generate — recorded CPU ops 41.0 ms (8,192 calls), untraced " \
            "(Python, waiting) 919.3 ms of 960.3 ms" in text
     assert "aten::exponential_ │ 8,192 │ 41.0" in text
+    assert "output processing (detokenizer, log-probs) │ 60.0 │ 17.0" in text and "all profiled │ 60.0 │ 17.0" in text
 
 
 def test_bench_profile_is_cuda_only():

@@ -56,15 +56,19 @@ three seeded random LoRA role adapters (r = 8, A, B ~ N(0, 0.05²)) and, later, 
 * Profile (``advsim bench throughput --device cuda --profile``): per vLLM configuration, the GPU
   time of one B = 256 generate (512-token prompts, 32 new tokens, executor adapter) per kernel
   family — GEMM, LoRA, attention, RMSNorm, softmax, sampling, Inductor-fused… — side by side, to
-  show where the contract's cost lies (:func:`summarise_kernels`).
+  show where the contract's cost lies (:func:`summarise_kernels`); the host's recorded ops
+  (:func:`summarise_host`) and, from a second such generate under :mod:`cProfile`, the host's
+  Python time per family of vLLM's code (:func:`summarise_python`).
 
 Raises ``RuntimeError`` on a machine without CUDA (before anything starts).
 """
 
 from __future__ import annotations
 
+import cProfile
 import json
 import os
+import pstats
 import random
 import statistics
 import subprocess
@@ -384,6 +388,93 @@ def summarise_host(ops, wall_ms: float, top: int = 15) -> dict:
             "top": [{"name": n[:160], "calls": c, "ms": round(us / 1e3, 3)} for n, c, us in rows]}
 
 
+# (family, path fragments of the Python file a function lives in); the first match wins. Paths are
+# normalised to start at the package (``vllm/v1/core/sched/scheduler.py``).
+PYTHON_FAMILIES = (
+    ("output processing (detokenizer, log-probs)", ("vllm/v1/engine/output_processor", "vllm/v1/engine/detokenizer",
+                                                    "vllm/v1/engine/logprobs", "vllm/logprobs", "vllm/outputs",
+                                                    "vllm/tokenizers", "vllm/transformers_utils", "tokenizers/")),
+    ("scheduler, KV-cache manager", ("vllm/v1/core/",)),
+    ("sampler (host side)", ("vllm/v1/sample/", "policies/vllm_seeded_sampler")),
+    ("LoRA (host side)", ("vllm/lora/",)),
+    ("input preparation (model runner)", ("vllm/v1/worker/",)),
+    ("model forward, CUDA graph replay (host side)", ("vllm/model_executor/", "vllm/compilation/", "vllm/attention",
+                                                      "vllm/v1/attention", "vllm/forward_context", "torch/")),
+    ("engine loop", ("vllm/",)),
+)
+WAITING = "waiting for the GPU (synchronising copies)"
+# built-in methods that block until the GPU has finished (a device-to-host copy or an explicit sync)
+_SYNCING = ("'tolist'", "'item'", "'cpu'", "'synchronize'", "'numpy'", "'nonzero'")
+
+
+def _python_path(file: str) -> str:
+    """``/tmp/site/vllm/v1/core/x.py`` -> ``vllm/v1/core/x.py`` (from the last ``site-packages/`` or
+    ``/site/``, else from the first known package folder, else the file name)."""
+    f = file.replace("\\", "/")
+    for marker in ("site-packages/", "/site/"):
+        if marker in f:
+            return f.rsplit(marker, 1)[1]
+    for pkg in ("vllm/", "torch/", "policies/", "advsim/", "tokenizers/", "transformers/"):
+        i = f.find("/" + pkg)
+        if i >= 0:
+            return f[i + 1:]
+    return f.rsplit("/", 1)[-1]
+
+
+def python_family(file: str, name: str) -> str | None:
+    """The :data:`PYTHON_FAMILIES` family of a profiled function (``file``, ``name`` as
+    :mod:`cProfile` records them); built-ins (``file == "~"``) that synchronise with the GPU are
+    :data:`WAITING`, other built-ins ``None`` (their time belongs to the caller's family)."""
+    if file == "~":
+        return WAITING if any(s in name for s in _SYNCING) else None
+    path = _python_path(file)
+    for fam, frags in PYTHON_FAMILIES:
+        if any(path.startswith(fr) or "/" + fr in path for fr in frags):
+            return fam
+    return "other"
+
+
+def summarise_python(stats: dict, wall_ms: float, top: int = 15) -> dict:
+    """The Python side of a profile, from :mod:`cProfile`'s table (``pstats.Stats(p).stats``:
+    ``{(file, line, name): (primitive calls, calls, self s, cumulative s, {caller: (…, self s, …)})}``).
+
+    Every function's self time goes to its family (:func:`python_family`); a built-in's self time
+    goes to the family of each caller in proportion to what that caller spent in it (its per-caller
+    self time), unless the built-in waits for the GPU (:data:`WAITING`). Under cProfile Python runs
+    slower than without it, so read the shares, not the milliseconds.
+
+    Returns:
+        ``{"profiled_ms": sum of self times, "wall_ms", "families": {family: ms} (descending),
+        "top_self": [{"function", "calls", "ms"}], "top_cumulative": [{"function", "calls", "ms"}]}``
+        (``function`` is ``path:line(name)``; ms rounded to 3 digits).
+    """
+    fams: dict[str, float] = {}
+    total = 0.0
+    for (file, line, name), (_, nc, tt, ct, callers) in stats.items():
+        total += tt
+        fam = python_family(file, name)
+        if fam is not None:
+            fams[fam] = fams.get(fam, 0.0) + tt
+            continue
+        spent = {c: v[2] for c, v in (callers or {}).items()}
+        shared = sum(spent.values())
+        for (cf, _, cn), t in spent.items():
+            cfam = python_family(cf, cn) or "other"
+            fams[cfam] = fams.get(cfam, 0.0) + (t / shared * tt if shared else 0.0)
+        if not shared:
+            fams["other"] = fams.get("other", 0.0) + tt
+
+    def row(key, v, i):
+        file, line, name = key
+        where = name if file == "~" else f"{_python_path(file)}:{line}({name})"
+        return {"function": where[:160], "calls": int(v[1]), "ms": round(v[i] * 1e3, 3)}
+
+    by = lambda i: [row(k, v, i) for k, v in sorted(stats.items(), key=lambda kv: -kv[1][i])[:top]]  # noqa: E731
+    return {"profiled_ms": round(total * 1e3, 3), "wall_ms": round(wall_ms, 3),
+            "families": {f: round(ms * 1e3, 3) for f, ms in sorted(fams.items(), key=lambda kv: -kv[1])},
+            "top_self": by(2), "top_cumulative": by(3)}
+
+
 def _profile_vllm(engine, vocab: int, batch: int = 256, new_tokens: int = 32, adapter: str | None = "executor@0") -> dict:
     """One ``generate`` of ``batch`` new 512-token prompts × ``new_tokens`` tokens (executor adapter
     on every request, after a warm-up call on other prompts, so the profiled call prefills its
@@ -393,7 +484,10 @@ def _profile_vllm(engine, vocab: int, batch: int = 256, new_tokens: int = 32, ad
     (:func:`summarise_kernels`) and the call's wall time. The engine runs in this process
     (``VLLM_ENABLE_V1_MULTIPROCESSING=0``), so its kernels are recorded, including those replayed
     from CUDA graphs where CUPTI reports them (compare ``kernel_ms`` with ``wall_ms``); and the
-    host side's recorded ops (``host``, :func:`summarise_host`)."""
+    host side's recorded ops (``host``, :func:`summarise_host`). Then one more such generate (new
+    prompts) under :mod:`cProfile` alone: the host's Python time per family — vLLM's scheduler,
+    input preparation, sampler, output processing (detokenizer, log-probs), waiting for the GPU
+    (``python``, :func:`summarise_python`)."""
     import torch
     from torch.autograd import DeviceType
     from torch.profiler import ProfilerActivity, profile
@@ -418,8 +512,17 @@ def _profile_vllm(engine, vocab: int, batch: int = 256, new_tokens: int = 32, ad
         wall = time.perf_counter() - t0
     kernels = [(e.name, e.time_range.elapsed_us()) for e in prof.events() if e.device_type == DeviceType.CUDA]
     host = [(a.key, a.count, a.self_cpu_time_total) for a in prof.key_averages() if a.self_cpu_time_total > 0]
+    # the same generate again (new prompts) under cProfile alone: where the host's Python time goes
+    py = cProfile.Profile()
+    t0 = time.perf_counter()
+    py.enable()
+    gen(9)
+    torch.cuda.synchronize()
+    py.disable()
+    py_wall = time.perf_counter() - t0
     return {"batch": batch, "prompt_tokens": PROMPT_TOKENS, "new_tokens": new_tokens, "wall_ms": round(wall * 1e3, 1),
-            **summarise_kernels(kernels), "host": summarise_host(host, wall * 1e3)}
+            **summarise_kernels(kernels), "host": summarise_host(host, wall * 1e3),
+            "python": summarise_python(pstats.Stats(py).stats, py_wall * 1e3)}
 
 
 def _transformers_model(backbone: str, adapter: bool, executor: Path | None = None, device: str = "cuda"):
@@ -878,6 +981,19 @@ def run(parts: tuple[str, ...] = ("consistency", "throughput"), labels=None, par
                 table.add_column(col, justify="left" if col.startswith("op") else "right")
             for r in h["top"][:10]:
                 table.add_row(r["name"][:90], f"{r['calls']:,}", f"{r['ms']:,.1f}")
+            con.print(table)
+        py = {lb: p["python"] for lb, p in prof.items() if "python" in p}
+        if py:
+            fams = list(dict.fromkeys(f for p in py.values() for f in p["families"]))
+            table = Table(title="host Python time per family (ms, self time under cProfile; a second generate of the "
+                                "same shape)")
+            table.add_column("family")
+            for lb in py:
+                table.add_column(lb, justify="right")
+            for f in fams:
+                table.add_row(f, *(f"{p['families'].get(f, 0.0):,.1f}" for p in py.values()))
+            table.add_row("all profiled", *(f"{p['profiled_ms']:,.1f}" for p in py.values()))
+            table.add_row("wall (under cProfile)", *(f"{p['wall_ms']:,.1f}" for p in py.values()))
             con.print(table)
     return out
 
