@@ -39,7 +39,6 @@ denominator.
 
 from __future__ import annotations
 
-import json
 import math
 import random
 import statistics
@@ -310,12 +309,11 @@ def _evaluate(run_dir: str | Path, tasks: str | None = None, seeds: int | None =
         raise ValueError(f"{run.path} was trained with another tokenizer; its checkpoints cannot be evaluated under "
                          "this one. Changed: " + "; ".join(changed))
     io = io or role_io(learner.tokenizer)
-    states = {name: run.checkpoint_dir(name) for name in done}
     executors = [n for n in done if not n.startswith("adv-v-")]
     adversaries = [n for n in done if n.startswith("adv-v-")]
 
     def versions(name):
-        return json.loads((states[name] / "state.json").read_text())["versions"]
+        return run.state(name)["versions"]
 
     for name in done:  # make sure every version is registered with the engine
         learner.restore(versions(name), None)

@@ -305,7 +305,8 @@ def write_report(run_dir: str | Path, results: dict) -> Path:
     from advsim.run import RunDir
 
     run = RunDir(run_dir)
-    events, proposals = run.read("events.jsonl"), run.read("proposals.jsonl")
+    # what the last complete checkpoint covers: rows of a phase still running (or killed) are not results
+    events, proposals = run.read_committed("events.jsonl"), run.read_committed("proposals.jsonl")
     plot_completion(results, run.path / "completion.png")
     plot_groups(results, run.path / "groups.png")
     plot_training(events, proposals, run.path / "training.png")

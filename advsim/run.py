@@ -56,7 +56,11 @@ from policies.adapters import ROLES
 LOGS = ("events.jsonl", "proposals.jsonl", "trajectories.jsonl")
 # the names advsim.train gives checkpoints (advsim.train.phases, plus the adversary's adv-v-<t>); only
 # folders so named are ever deleted under checkpoints/, and LATEST may name nothing else
-CHECKPOINT_NAME = re.compile(r"(warmstart|capability-iter-\d+|robust-iter-\d+|adv-v-\d+)")
+CHECKPOINT_NAME = re.compile(r"(warmstart|capability-iter-[0-9]+|robust-iter-[0-9]+|adv-v-[0-9]+)")
+COMMITTED = "COMMITTED"  # written into a checkpoint's folder once its commit (LATEST) finished
+CHUNK_NAME = re.compile(r"[0-9a-f]{64}\.pkl\.gz")  # an EpisodeStore chunk: the SHA-256 hex digest of its key
+CHUNK_TMP = re.compile(r"\.[0-9a-f]{64}\.pkl\.gz\.[^/]+\.tmp")  # one a killed atomic write left
+MAX_CHUNK_BYTES = 2**30  # a saved chunk decompresses to at most this (a run's largest is ~10 MB): no gzip bomb
 log = logging.getLogger(__name__)
 # config fields that may change when a run resumes: where and how fast it runs, not what it computes.
 # engine.threads is not one of them: on CPU the thread count changes how torch and vLLM split float
@@ -239,6 +243,17 @@ class RunDir:
         """
         return self._scan(name)[2]
 
+    def read_committed(self, name: str) -> list[dict]:
+        """The rows of a log that the last complete checkpoint covers: its first ``log_lengths``
+        rows (:meth:`latest`; none before the first checkpoint). Rows past them belong to a phase
+        that did not finish — a resume drops them (:meth:`rollback_logs`) — so a report reads these.
+
+        Raises:
+            RunFileError: as :meth:`read` and :meth:`latest`.
+        """
+        latest = self.latest()
+        return self.read(name)[:latest[1]["log_lengths"][name]] if latest else []
+
     def count(self, name: str) -> int:
         """How many rows :meth:`read` would return, without parsing them (a checkpoint records each
         log's length: one pass over the bytes, no JSON decoding of a 40,000-episode log)."""
@@ -299,6 +314,8 @@ class RunDir:
             d.mkdir(parents=True, exist_ok=True)
             atomic_write_json(d / "state.json", {**state, "name": n, "log_lengths": lengths, "completed": done})
         atomic_write_text(self.path / "checkpoints" / "LATEST", name + "\n")
+        # after LATEST: proof that this commit finished, should LATEST be lost later (_check_no_lost_latest)
+        atomic_write_text(self.checkpoint_dir(name) / COMMITTED, "")
         self.episodes(1).clear()  # the phase is complete: its saved chunks are never read again
 
     def episodes(self, chunk: int, salt: str = "", folder: str = "episodes") -> "EpisodeStore":
@@ -313,20 +330,46 @@ class RunDir:
         return list(latest[1].get("completed", [latest[0]])) if latest else []
 
     def latest(self) -> tuple[str, dict] | None:
-        """(name, state) of the last complete checkpoint, or None."""
+        """(name, state) of the last complete checkpoint, or None.
+
+        Raises:
+            RunFileError: ``LATEST`` cannot be read or names no checkpoint, its state is not valid
+                (:meth:`state`), or ``LATEST`` is missing although a commit finished
+                (:meth:`_check_no_lost_latest`).
+        """
         p = self.path / "checkpoints" / "LATEST"
         if not p.exists():
             self._check_no_lost_latest()
             return None
-        name = p.read_text(encoding="utf-8", errors="replace").strip()
+        try:
+            name = p.read_text(encoding="utf-8", errors="replace").strip()
+        except OSError as exc:  # a folder, no permission
+            raise RunFileError(f"{p} cannot be read ({type(exc).__name__}: {exc.strerror or exc}); it should hold the "
+                               "last complete checkpoint's name") from None
         if not CHECKPOINT_NAME.fullmatch(name):
             raise RunFileError(f"{p}: {name[:80]!r} is not a checkpoint name (warmstart, capability-iter-N, "
                                "robust-iter-N, adv-v-N)")
+        state = self.state(name, named_in=p)
+        if name not in state.get("completed", [name]):
+            raise RunFileError(f"{self.checkpoint_dir(name) / 'state.json'}: its 'completed' list does not list the "
+                               f"checkpoint itself ({name!r})")
+        return name, state
+
+    def state(self, name: str, named_in: Path | None = None) -> dict:
+        """The validated ``state.json`` of checkpoint ``name``: a mapping with ``versions`` (role ->
+        adapter version >= 0), ``log_lengths`` (a row count >= 0 per log of :data:`LOGS`) and
+        ``completed`` (checkpoint names).
+
+        Raises:
+            RunFileError: the file cannot be read or is not such a mapping (``named_in``: the file
+                that named the checkpoint, for the message).
+        """
         sp = self.checkpoint_dir(name) / "state.json"
         try:
             state = json.loads(sp.read_text(encoding="utf-8"))
         except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-            raise RunFileError(f"{sp}: checkpoint {name!r} (named in {p}) cannot be read: {exc}") from None
+            raise RunFileError(f"{sp}: checkpoint {name!r}" + (f" (named in {named_in})" if named_in else "")
+                               + f" cannot be read: {exc}") from None
         lengths = state.get("log_lengths") if isinstance(state, dict) else None
         if not isinstance(state, dict) or not isinstance(state.get("completed", []), list) \
                 or not isinstance(state.get("versions", {}), dict) or not isinstance(lengths, dict) \
@@ -335,37 +378,41 @@ class RunDir:
             raise RunFileError(f"{sp}: not a checkpoint state (a mapping with 'versions' a mapping of role to "
                                f"version >= 0, 'log_lengths' a count >= 0 for each of {', '.join(LOGS)} and "
                                "'completed' a list)")
-        done = state.get("completed", [name])
-        bad = [n for n in done if not isinstance(n, str) or not CHECKPOINT_NAME.fullmatch(n)]
-        if bad or name not in done:
-            raise RunFileError(f"{sp}: its 'completed' list " + (f"holds {bad[0]!r}, not a checkpoint name" if bad
-                               else f"does not list the checkpoint itself ({name!r})"))
-        return name, state
+        bad = [n for n in state.get("completed", [name]) if not isinstance(n, str) or not CHECKPOINT_NAME.fullmatch(n)]
+        if bad:
+            raise RunFileError(f"{sp}: its 'completed' list holds {bad[0]!r}, not a checkpoint name")
+        return state
 
     def _check_no_lost_latest(self) -> None:
         """With no ``LATEST``: refuse when the checkpoint folders show that one existed.
 
         A checkpoint commit writes one ``completed`` list into every folder it writes, then
-        ``LATEST``; a kill in between leaves folders that all hold the same list, and the run has
-        no complete checkpoint yet. Two different lists mean an earlier commit finished, so
+        ``LATEST``, then a :data:`COMMITTED` marker in the checkpoint's folder; a kill before
+        ``LATEST`` leaves folders that all hold the same list and no marker, and the run has no
+        complete checkpoint yet. A marker, or two different lists, mean a commit finished, so
         ``LATEST`` was lost (deleted, or not copied) and starting over would drop the run's logs.
 
         Raises:
-            RunFileError: the folders hold more than one ``completed`` list.
+            RunFileError: a folder holds the marker, or the folders hold more than one ``completed`` list.
         """
-        lists = {}
+        lists: dict[str, str] = {}  # folder -> its completed list (JSON text)
+        marked: list[str] = []
         folder = self.path / "checkpoints"
         for sp in sorted(folder.glob("*/state.json")):
             if not CHECKPOINT_NAME.fullmatch(sp.parent.name):
                 continue
+            if (sp.parent / COMMITTED).is_file():
+                marked.append(sp.parent.name)
             try:
-                lists[sp.parent.name] = json.dumps(json.loads(sp.read_text(encoding="utf-8")).get("completed"))
+                done = json.loads(sp.read_text(encoding="utf-8")).get("completed")
+                lists[sp.parent.name] = json.dumps(done if isinstance(done, list) else [])
             except (OSError, UnicodeDecodeError, ValueError, AttributeError):
-                continue
-        if len(set(lists.values())) > 1:
-            last = max(lists, key=lambda n: len(json.loads(lists[n]) or []))
-            raise RunFileError(f"{folder / 'LATEST'} is missing, but the checkpoints in {folder} were committed at "
-                               f"different times (complete ones existed); write the last complete checkpoint's "
+                lists.setdefault(sp.parent.name, "[]")
+        if marked or len(set(lists.values())) > 1:
+            last = max(marked or lists, key=lambda n: len(json.loads(lists[n])))
+            why = (f"checkpoint {marked[0]!r} finished its commit ({COMMITTED} marker)" if marked
+                   else "the checkpoints were committed at different times (complete ones existed)")
+            raise RunFileError(f"{folder / 'LATEST'} is missing, but {why}; write the last complete checkpoint's "
                                f"name into it (probably {last!r}) to resume, or start a new run directory")
 
     def rollback_logs(self) -> None:
@@ -511,9 +558,14 @@ class EpisodeStore:
         from advsim.rollout import Episode
 
         try:
-            eps = _EpisodeUnpickler(io.BytesIO(gzip.decompress(p.read_bytes()))).load()
-            if not isinstance(eps, list) or not all(isinstance(e, Episode) for e in eps):
-                raise pickle.UnpicklingError(f"a {type(eps).__name__}, not a list of episodes")
+            with gzip.open(p, "rb") as fh:
+                data = fh.read(MAX_CHUNK_BYTES + 1)
+            if len(data) > MAX_CHUNK_BYTES:
+                raise pickle.UnpicklingError(f"decompresses to over {MAX_CHUNK_BYTES:,} bytes")
+            eps = _EpisodeUnpickler(io.BytesIO(data)).load()
+            if not isinstance(eps, list) or not eps or not all(isinstance(e, Episode) for e in eps):
+                raise pickle.UnpicklingError(f"a {type(eps).__name__}, not a list of episodes" if eps != []
+                                             else "an empty list (put never saves one)")
         except Exception as exc:  # noqa: BLE001 - any damage: the chunk is a cache, sample it again
             log.warning("%s: saved chunk unreadable (%s: %s); deleted, sampling it again", p, type(exc).__name__,
                         str(exc)[:200])
@@ -521,17 +573,40 @@ class EpisodeStore:
             return None
         return eps
     def put(self, key: str, episodes: list) -> None:
-        """Save ``episodes`` under ``key`` (atomically)."""
+        """Save ``episodes`` under ``key`` (atomically).
+
+        Raises:
+            ValueError: ``episodes`` is empty, or ``key`` is not a :meth:`key` digest.
+        """
+        if not episodes:
+            raise ValueError("an empty chunk is never saved (get() would read it as damaged)")
+        if not CHUNK_NAME.fullmatch(f"{key}.pkl.gz"):
+            raise ValueError(f"{key[:80]!r} is not a key() digest")
         self.root.mkdir(parents=True, exist_ok=True)
         atomic_write_bytes(self.root / f"{key}.pkl.gz",
                            gzip.compress(pickle.dumps(episodes, protocol=pickle.HIGHEST_PROTOCOL), compresslevel=1))
 
+    def _chunks(self) -> list[Path]:
+        """The chunk files in the folder: regular files named ``<sha256 hex>.pkl.gz`` (what
+        :meth:`put` writes), plus the ``.<chunk>.<random>.tmp`` a killed write leaves."""
+        if not self.root.is_dir():
+            return []
+        return [e for e in self.root.iterdir()
+                if (CHUNK_NAME.fullmatch(e.name) or CHUNK_TMP.fullmatch(e.name)) and e.is_file()
+                and not e.is_symlink()]
+
     def __len__(self) -> int:
-        return len(list(self.root.glob("*.pkl.gz"))) if self.root.exists() else 0
+        return sum(1 for e in self._chunks() if CHUNK_NAME.fullmatch(e.name))
 
     def clear(self) -> None:
-        """Remove every saved chunk."""
-        shutil.rmtree(self.root, ignore_errors=True)
+        """Remove every saved chunk (only files this store writes: anything else in the folder —
+        a user's own file, a sub-folder — stays; a symlinked folder is cleared through the link),
+        then the folder itself if that left it empty and it is not a symlink."""
+        for e in self._chunks():
+            e.unlink(missing_ok=True)
+        if self.root.is_dir() and not self.root.is_symlink():
+            with contextlib.suppress(OSError):  # not empty: a user's files stay, and the folder with them
+                self.root.rmdir()
 
 
 @contextlib.contextmanager

@@ -74,6 +74,21 @@ def phases(cfg: TrainConfig) -> list[str]:
     return out
 
 
+def phase_order(name: str) -> tuple[int, int]:
+    """Where a phase's checkpoint falls in training: warmstart (0, 0), ``capability-iter-t``
+    (1, t), ``robust-iter-t`` and its ``adv-v-t`` (2, t).
+
+    Raises:
+        ValueError: not a checkpoint name (:data:`advsim.run.CHECKPOINT_NAME`).
+    """
+    if name == "warmstart":
+        return (0, 0)
+    for prefix, stage in (("capability-iter-", 1), ("robust-iter-", 2), ("adv-v-", 2)):
+        if name.startswith(prefix) and name[len(prefix):].isascii() and name[len(prefix):].isdigit():
+            return (stage, int(name[len(prefix):]))
+    raise ValueError(f"{name!r} is not a checkpoint name")
+
+
 def role_io(tokenizer) -> RoleIO:
     """The roles' prompts and parsers from :mod:`policies.roles` and :mod:`policies.ledger_roles`,
     bound to a tokenizer (the ledger curriculum's prompt names the world's domains and levels)."""
@@ -145,6 +160,14 @@ def _train(cfg: TrainConfig, run: RunDir, resume: bool, console: Console, learne
     """The body of :func:`train`, inside the run directory's lock."""
     check_run_dir(cfg, run, resume)
     latest = run.latest()
+    done = set(run.completed())
+    todo = [p for p in phases(cfg) if p not in done]
+    last = max((n for n in done if not n.startswith("adv-v-")), key=phase_order, default=None)
+    early = [p for p in todo if last is not None and phase_order(p) < phase_order(last)]
+    if early:  # e.g. a `stages: [2]` run resumed with [1, 2]: stage 1 would train after stage 2
+        raise RunExistsError(f"{run.path} completed {last!r}, but this "
+                             f"config would now run {', '.join(early)} before it in order ('stages' or the iteration "
+                             "counts changed?); a run directory trains its phases in order: start a new run directory")
     run.rollback_logs()
     run.write_config(cfg)
     learner = learner or build_learner(cfg, run)
@@ -156,7 +179,6 @@ def _train(cfg: TrainConfig, run: RunDir, resume: bool, console: Console, learne
     io = io or role_io(learner.tokenizer)
     suite = suite_from_config(cfg.world)
     history: list[dict] = []
-    done = set(run.completed())
     if latest:
         name, state = latest
         try:
@@ -167,7 +189,6 @@ def _train(cfg: TrainConfig, run: RunDir, resume: bool, console: Console, learne
                                "missing or damaged") from None
         history = list(state.get("history", []))
         console.log(f"resuming {run.path} after checkpoint {name!r}")
-    todo = [p for p in phases(cfg) if p not in done]
     with Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), TimeElapsedColumn(),
                   console=console, transient=False) as bars:
         ids = {p: bars.add_task(p, total=1, start=False) for p in todo}

@@ -133,6 +133,7 @@ def test_run_checkpoint_counts_and_rollback_keep_only_complete_committed_rows(tm
     run = RunDir(tmp_path / "r")
     p = run.path / "events.jsonl"
     run.log("events.jsonl", [{"i": 0}, {"i": 1}])
+    assert run.read_committed("events.jsonl") == []  # no checkpoint yet: nothing is a result
     with p.open("ab") as fh:
         fh.write(b'{"i": 2, "to')  # a crash in the middle of the next append
     run.commit_checkpoint("warmstart", {"versions": {}})
@@ -140,6 +141,8 @@ def test_run_checkpoint_counts_and_rollback_keep_only_complete_committed_rows(tm
     # rows after the checkpoint, then another crash: the resume cuts back to the 2 rows, byte for byte
     run.log("events.jsonl", [{"i": 2}, {"i": 3}])
     run.log("proposals.jsonl", [{"p": 0}])
+    # what a report reads before that resume: the checkpoint's rows only, not the unfinished phase's
+    assert run.read_committed("events.jsonl") == [{"i": 0}, {"i": 1}] and run.read_committed("proposals.jsonl") == []
     with p.open("ab") as fh:
         fh.write(b'{"i": 4')
     run.rollback_logs()
@@ -259,14 +262,26 @@ def test_a_lost_latest_is_refused_when_an_earlier_commit_had_finished(tmp_path):
     """Killed between a commit's state.json files and its LATEST: the folders share one
     'completed' list and the run has no checkpoint yet (latest() is None). Two lists mean an
     earlier commit finished, so LATEST was lost: refused, with the name to write back."""
+    from advsim.run import COMMITTED
+
     run = RunDir(tmp_path / "r")
     run.commit_checkpoint("robust-iter-1", {"versions": {}}, also=["adv-v-1"])
     (run.path / "checkpoints" / "LATEST").unlink()
+    (run.path / "checkpoints" / "robust-iter-1" / COMMITTED).unlink()
     assert run.latest() is None  # one commit, interrupted before LATEST: nothing complete
+    run.commit_checkpoint("robust-iter-1", {"versions": {}}, also=["adv-v-1"])
+    (run.path / "checkpoints" / "LATEST").unlink()  # the only commit finished, then LATEST was lost
+    with pytest.raises(RunFileError, match=r"LATEST is missing, but checkpoint 'robust-iter-1' finished its commit"
+                                           r".*probably 'robust-iter-1'"):
+        run.latest()
+    (run.path / "checkpoints" / "robust-iter-1" / COMMITTED).unlink()
     run.commit_checkpoint("robust-iter-1", {"versions": {}}, also=["adv-v-1"])
     run.commit_checkpoint("robust-iter-2", {"versions": {}}, also=["adv-v-2"])
     (run.path / "checkpoints" / "LATEST").unlink()
-    with pytest.raises(RunFileError, match=r"LATEST is missing.*probably 'robust-iter-2'|LATEST is missing.*'adv-v-2'"):
+    for d in (run.path / "checkpoints").iterdir():  # a run from before the marker: the lists still tell
+        (d / COMMITTED).unlink(missing_ok=True)
+    with pytest.raises(RunFileError, match=r"LATEST is missing.*different times.*probably 'robust-iter-2'|"
+                                           r"LATEST is missing.*different times.*'adv-v-2'"):
         run.latest()
 
 
@@ -325,8 +340,9 @@ def test_episode_store_refuses_foreign_pickles_and_resamples_damaged_chunks(tmp_
     assert store.key("x") != EpisodeStore(tmp_path / "e2", 2, salt="abd").key("x")
     assert store.key("x") == EpisodeStore(tmp_path / "e3", 2, salt="abc").key("x")
     eps = [Episode(spec=EpisodeSpec(load("test")[0]), actions=["noop()"], success=True)]
-    store.put("good", eps)
-    assert store.get("good")[0].actions == ["noop()"] and store.get("good")[0].spec.task.id == eps[0].spec.task.id
+    good = store.key("good")
+    store.put(good, eps)
+    assert store.get(good)[0].actions == ["noop()"] and store.get(good)[0].spec.task.id == eps[0].spec.task.id
 
     flag = tmp_path / "pwned"
 
@@ -337,8 +353,9 @@ def test_episode_store_refuses_foreign_pickles_and_resamples_damaged_chunks(tmp_
     bodies = {"evil": gzip.compress(pickle.dumps([Evil()])), "torn": gzip.compress(pickle.dumps(eps))[:40],
               "garbage": b"not gzip at all", "dict": gzip.compress(pickle.dumps({"a": 1}))}
     for name, data in bodies.items():
-        (store.root / f"{name}.pkl.gz").write_bytes(data)
-        assert store.get(name) is None and not (store.root / f"{name}.pkl.gz").exists()
+        key = store.key(name)
+        (store.root / f"{key}.pkl.gz").write_bytes(data)
+        assert store.get(key) is None and not (store.root / f"{key}.pkl.gz").exists()
     assert not flag.exists()
     assert "global posix.system is not an episode type" in caplog.text or "is not an episode type" in caplog.text
     cfg = config_from_dict({"name": "a", "model": {"backbone": "tiny"}})
@@ -346,6 +363,45 @@ def test_episode_store_refuses_foreign_pickles_and_resamples_damaged_chunks(tmp_
     longer = config_from_dict({"name": "a", "model": {"backbone": "tiny"}, "engine": {"max_model_len": 4096}})
     bigger_cache = config_from_dict({"name": "a", "model": {"backbone": "tiny"}, "engine": {"kv_cache_gib": 7}})
     assert run_digest(cfg) == run_digest(other) == run_digest(bigger_cache) != run_digest(longer)
+
+
+def test_episode_store_clears_only_its_chunks_and_refuses_empty_and_oversized_ones(tmp_path, caplog, monkeypatch):
+    """clear() deletes the chunks put() wrote and the temp files of a killed write — not a
+    user's file or folder beside them — and works through a symlinked folder; an empty chunk is
+    never saved, and one read back as empty, or decompressing past MAX_CHUNK_BYTES, is damaged."""
+    import gzip
+    import pickle
+
+    from advsim import run as run_mod
+    from advsim.rollout import Episode, EpisodeSpec
+    from advsim.run import EpisodeStore
+    from forms_bench import load
+
+    real = tmp_path / "real"
+    real.mkdir()
+    (tmp_path / "episodes").symlink_to(real)
+    store = EpisodeStore(tmp_path / "episodes", 1)
+    eps = [Episode(spec=EpisodeSpec(load("test")[0]), actions=["noop()"], success=True)]
+    keys = [store.key(i) for i in range(3)]
+    for k in keys:
+        store.put(k, eps)
+    (real / f".{keys[0]}.pkl.gz.x1y2.tmp").write_bytes(b"half")  # a write killed before its rename
+    (real / "notes.txt").write_text("mine")
+    (real / "sub").mkdir()
+    assert len(store) == 3
+    store.clear()
+    assert sorted(e.name for e in real.iterdir()) == ["notes.txt", "sub"] and len(store) == 0
+    assert (tmp_path / "episodes").is_symlink()
+    with pytest.raises(ValueError, match="empty chunk"):
+        store.put(keys[0], [])
+    with pytest.raises(ValueError, match="not a key"):
+        store.put("../escape", eps)
+    (real / f"{keys[1]}.pkl.gz").write_bytes(gzip.compress(pickle.dumps([])))
+    assert store.get(keys[1]) is None and "an empty list" in caplog.text
+    monkeypatch.setattr(run_mod, "MAX_CHUNK_BYTES", 100)
+    store.put(keys[2], eps)  # well over 100 bytes once decompressed
+    assert store.get(keys[2]) is None and "decompresses to over 100 bytes" in caplog.text
+    assert not (real / f"{keys[2]}.pkl.gz").exists()
 
 
 def test_atomic_save_dir_replaces_a_folder_in_one_step_and_repairs_a_kill_between_renames(tmp_path, monkeypatch):

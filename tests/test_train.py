@@ -401,7 +401,7 @@ def test_episode_store_saves_chunks_and_a_second_call_samples_nothing(tmp_path):
     run_episodes(other, lambda *a: [1, 2, 3], specs, "executor@1", seed=7, max_steps=2, store=store)
     assert len(other.seeds) == len(plain.seeds) and len(store) == 6
     store.clear()
-    assert len(store) == 0 and not (tmp_path / "episodes").exists()
+    assert len(store) == 0 and not (tmp_path / "episodes").exists()  # emptied: the folder goes too
     with pytest.raises(ValueError, match="chunk must be >= 1"):
         EpisodeStore(tmp_path / "x", 0)
 
@@ -569,6 +569,25 @@ def test_resume_refuses_a_changed_config_and_names_every_change(tmp_path):
     assert "learning_rate: 0.01" in (run.path / "config.yaml").read_text()  # the saved config is untouched
 
 
+def test_resume_never_trains_a_phase_before_one_already_completed(tmp_path):
+    """`stages` may change on resume (adding stage 2 after stage 1), but a `stages: [2]` run
+    resumed with [1, 2] would train stage 1 after stage 2: refused before anything loads."""
+    from advsim.train import phase_order
+
+    assert [phase_order(n) for n in ("warmstart", "capability-iter-2", "robust-iter-10", "adv-v-3")] == \
+        [(0, 0), (1, 2), (2, 10), (2, 3)]
+    with pytest.raises(ValueError, match="not a checkpoint name"):
+        phase_order("capability-iter-٣")  # a Unicode digit
+    d = {**TINY, "warmstart": {**TINY.get("warmstart", {}), "enabled": False}}
+    run = RunDir(tmp_path / "r")
+    run.write_config(config_from_dict({**d, "stages": [2]}))
+    run.commit_checkpoint("robust-iter-1", {"versions": {}}, also=["adv-v-1"])
+    with pytest.raises(RunExistsError, match=r"completed 'robust-iter-1', but this config would now run "
+                                             r"capability-iter-1, capability-iter-2 before it"):
+        train(config_from_dict({**d, "stages": [1, 2]}), run.path, resume=True)
+    assert run.latest()[0] == "robust-iter-1"  # nothing changed
+
+
 def test_damaged_run_files_are_named_not_tracebacks(tmp_path):
     from advsim.run import RunDir, RunFileError
 
@@ -586,6 +605,19 @@ def test_damaged_run_files_are_named_not_tracebacks(tmp_path):
         run.latest()
     (run.checkpoint_dir("warmstart") / "state.json").write_text("{")
     with pytest.raises(RunFileError, match="checkpoint 'warmstart'.*cannot be read"):
+        run.latest()
+    with pytest.raises(RunFileError, match=r"warmstart/state.json: checkpoint 'warmstart' cannot be read"):
+        run.state("warmstart")  # any checkpoint, as the evaluation reads them, not only LATEST
+    (run.checkpoint_dir("warmstart") / "state.json").write_text('{"versions": {"executor": 0}, "completed": []}')
+    with pytest.raises(RunFileError, match="not a checkpoint state"):  # no log_lengths: was a KeyError in eval
+        run.state("warmstart")
+    (run.path / "checkpoints" / "LATEST").unlink()
+    (run.path / "checkpoints" / "LATEST").mkdir()
+    with pytest.raises(RunFileError, match=r"LATEST cannot be read \(IsADirectoryError"):
+        run.latest()
+    (run.path / "checkpoints" / "LATEST").rmdir()
+    (run.path / "checkpoints" / "LATEST").write_text("capability-iter-\u0663\n")  # a Unicode digit
+    with pytest.raises(RunFileError, match="is not a checkpoint name"):
         run.latest()
 
 
