@@ -25,6 +25,22 @@ def _umask() -> int:
     return mask
 
 
+def fsync_tree(folder: str | os.PathLike) -> None:
+    """fsync every regular file under ``folder`` and every folder in it, ``folder`` included
+    (deepest first), so a folder written in full and then renamed into place is on disk before the
+    rename is. Symlinks are not followed."""
+    for root, _dirs, files in os.walk(folder, topdown=False):
+        for name in files:
+            f = os.path.join(root, name)
+            if os.path.isfile(f) and not os.path.islink(f):
+                fd = os.open(f, os.O_RDONLY)
+                try:
+                    os.fsync(fd)
+                finally:
+                    os.close(fd)
+        _fsync_dir(Path(root))
+
+
 def _fsync_dir(folder: Path) -> None:
     """fsync the folder ``folder`` so that a rename or a new file in it survives a power loss
     (POSIX: a file's data and its directory entry are made durable separately). A platform that

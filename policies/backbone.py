@@ -131,23 +131,40 @@ def _exchange(a: Path, b: Path) -> bool:
 def atomic_save_dir(target: Path, write) -> Path:
     """Create directory ``target`` atomically: ``write(tmpdir)`` fills a temporary sibling, then rename.
 
-    An existing ``target`` is replaced by swapping the two folders in one step where Linux allows
-    (``renameat2`` with ``RENAME_EXCHANGE``), then deleting the old one; elsewhere it is moved
-    aside to a ``.old-<name>-*`` sibling first, and a kill between the two renames is repaired by
-    the next call, which moves it back before anything else. A killed process leaves at most a
-    ``.tmp-*`` sibling, never a half-written ``target``.
+    The written files and folders are fsynced before the rename and the parent folder after it
+    (:func:`forms_bench.atomic.fsync_tree`), so a power loss leaves the old folder or the whole new
+    one; the new folder gets the usual permissions (``0o777`` less the umask, not ``mkdtemp``'s
+    ``0o700``). An existing ``target`` is replaced by swapping the two folders in one step where
+    Linux allows (``renameat2`` with ``RENAME_EXCHANGE``), then deleting the old one; elsewhere it
+    is moved aside to a ``.old-<name>-*`` sibling first, and a kill between the two renames is
+    repaired by the next call, which moves it back before anything else. A killed process leaves
+    at most a ``.tmp-<name>-*`` sibling, never a half-written ``target``; the next call for the
+    same ``target`` deletes such leftovers (one writer per target: the run directory's lock).
     """
+    import glob
+
+    from forms_bench.atomic import _fsync_dir, fsync_tree
+
     target = Path(target)
     target.parent.mkdir(parents=True, exist_ok=True)
+    name = glob.escape(target.name)  # a "[" or "*" in the name is a character, not a pattern
     if not target.exists():  # a kill between the fallback's two renames: put the old folder back
-        for old in sorted(target.parent.glob(f".old-{target.name}-*/x")):
+        for old in sorted(target.parent.glob(f".old-{name}-*/x")):
             os.replace(old, target)
             old.parent.rmdir()
             break
+    for stale in target.parent.glob(f".tmp-{name}-*"):  # a write killed before its rename
+        if stale.is_dir() and not stale.is_symlink():
+            shutil.rmtree(stale, ignore_errors=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".tmp-{target.name}-", dir=target.parent))
     try:
+        mask = os.umask(0)
+        os.umask(mask)
+        os.chmod(tmp, 0o777 & ~mask)
         write(tmp)
+        fsync_tree(tmp)
         if target.exists() and _exchange(tmp, target):
+            _fsync_dir(target.parent)
             shutil.rmtree(tmp, ignore_errors=True)  # tmp now holds the old folder
             return target
         old = None
@@ -155,6 +172,7 @@ def atomic_save_dir(target: Path, write) -> Path:
             old = Path(tempfile.mkdtemp(prefix=f".old-{target.name}-", dir=target.parent))
             os.replace(target, old / "x")
         os.replace(tmp, target)
+        _fsync_dir(target.parent)
         if old is not None:
             shutil.rmtree(old, ignore_errors=True)
     except BaseException:

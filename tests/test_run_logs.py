@@ -425,6 +425,32 @@ def test_atomic_save_dir_replaces_a_folder_in_one_step_and_repairs_a_kill_betwee
     assert (target / "w").read_text() == "3" and sorted(p.name for p in tmp_path.iterdir()) == ["executor@1"]
 
 
+def test_atomic_save_dir_fsyncs_gives_usual_permissions_and_cleans_killed_writes(tmp_path, monkeypatch):
+    """Every written file and the parent are fsynced; the folder gets 0o777 less the umask (not
+    mkdtemp's 0o700); a killed write's .tmp- sibling goes at the next call for that target only;
+    glob characters in a name are characters (the repair never takes another folder's .old-)."""
+    from forms_bench import atomic
+    from policies.backbone import atomic_save_dir
+
+    synced = []
+    real_fsync = os.fsync
+    monkeypatch.setattr(atomic.os, "fsync", lambda fd: synced.append(os.readlink(f"/proc/self/fd/{fd}"))
+                        or real_fsync(fd))
+    old_mask = os.umask(0o022)
+    try:
+        (tmp_path / ".tmp-a[1]-dead").mkdir()  # killed writes: of this target, and of another one
+        (tmp_path / ".tmp-a1-other").mkdir()
+        (tmp_path / ".old-a1-x").mkdir()  # another target's aside folder: "[1]" must not match it
+        (tmp_path / ".old-a1-x" / "x").mkdir()
+        target = atomic_save_dir(tmp_path / "a[1]", lambda t: (t / "sub").mkdir() or (t / "sub" / "w").write_text("1"))
+    finally:
+        os.umask(old_mask)
+    assert oct(target.stat().st_mode & 0o777) == oct(0o755)
+    assert str(target / "sub" / "w").split("/")[-1] == "w" and any(p.endswith("/sub/w") for p in synced)
+    assert str(tmp_path) in synced  # the rename itself made durable
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".old-a1-x", ".tmp-a1-other", "a[1]"]
+
+
 def test_a_run_with_checkpoints_but_no_config_cannot_skip_the_resume_check(tmp_path):
     from advsim.config import config_from_dict
 
