@@ -139,6 +139,8 @@ def test_batched_sampler_is_cuda_only_and_a_contract_bench_row(monkeypatch):
         VLLMEngine(batched_sampler=True)
     assert cuda.CONFIGS["contract-sampler"] == {**cuda.CONFIGS["contract"], "batched_sampler": True}
     assert "contract-sampler" in cuda.CONTRACT_LABELS and "contract-sampler" in cuda.NOT_BY_DEFAULT
+    assert cuda.CONFIGS["contract-light"] == {**cuda.CONFIGS["contract-sampler"], "detokenize": False}
+    assert "contract-light" in cuda.CONTRACT_LABELS and "contract-light" in cuda.NOT_BY_DEFAULT
 
 
 def test_engine_settings_checked_outside_the_config_too():
@@ -282,6 +284,23 @@ def test_host_side_of_a_profile_against_the_wall_time():
                  "top": [{"name": "cudaLaunchKernel", "calls": 9000, "ms": 52.0},
                          {"name": "aten::exponential_", "calls": 8192, "ms": 41.0}]}
     assert summarise_host([], wall_ms=5.0) == {"cpu_op_ms": 0.0, "untraced_ms": 5.0, "calls": 0, "top": []}
+
+
+def test_sampled_logprobs_from_either_of_vllms_forms():
+    """The sampled token's log-prob per position from vLLM's list of dicts or its FlatLogprobs
+    (sampled token first in each position's range; hand-built); a mismatch is an error."""
+    from types import SimpleNamespace as NS
+
+    from policies.engines.vllm_engine import sampled_logprobs
+
+    ids = [7, 3]
+    as_list = [{7: NS(logprob=-0.5), 9: NS(logprob=-2.0)}, {3: NS(logprob=-1.25)}]
+    flat = NS(start_indices=[0, 2], end_indices=[2, 3], token_ids=[7, 9, 3], logprobs=[-0.5, -2.0, -1.25])
+    assert sampled_logprobs(ids, as_list) == sampled_logprobs(ids, flat) == [-0.5, -1.25]
+    with pytest.raises(ValueError, match="do not match"):
+        sampled_logprobs([7, 4], flat)
+    with pytest.raises(ValueError, match="no log-prob"):
+        sampled_logprobs(ids, as_list[:1])
 
 
 def test_python_side_of_a_profile_by_family():
@@ -645,11 +664,11 @@ def test_cuda_bench_names_an_unknown_configuration_before_anything_runs():
 
     with pytest.raises(ValueError, match=r"unknown configuration\(s\) 'contract-cublass'; known: contract, "
                                          r"contract-eager, contract-fa3, contract-triton, contract-cublas, "
-                                         r"contract-sampler, default, default-base, transformers, transformers-base, "
+                                         r"contract-sampler, contract-light, default, default-base, transformers, transformers-base, "
                                          r"transformers-dynamic, "
                                          r"gradient"):
         cuda.run(("throughput",), labels=["contract", "contract-cublass"])
-    assert set(cuda.NOT_BY_DEFAULT) == {"contract-cublas", "contract-sampler", "default-base"}
+    assert set(cuda.NOT_BY_DEFAULT) == {"contract-cublas", "contract-sampler", "contract-light", "default-base"}
     assert ("default-base", "transformers-base") in cuda.RATIOS and ("contract", "transformers") in cuda.RATIOS
 
 

@@ -95,6 +95,33 @@ def test_alone_equals_in_a_batch(setup, batch0):
                                                              [None, "executor@0"])[1:]
 
 
+def test_without_detokenize_the_same_tokens_log_probs_and_text(setup, batch0):
+    """VLLMEngine(detokenize=False) (vLLM returns ids and flat log-probs only; the text decoded
+    once per completion): the same tokens, log-probs (exact) and text as vLLM's own incremental
+    detokenizer, on random-token prompts over every adapter and none, and on a chat prompt that
+    ends its turn with the end-of-sequence token."""
+    from policies.engines import GenerationRequest
+
+    engine, _, tok, _ = setup
+    reqs, batch = batch0
+    chat = tok.apply_chat_template([{"role": "user", "content": "Say hello in three words."}],
+                                   tokenize=True, add_generation_prompt=True)
+    chat = list(chat["input_ids"] if hasattr(chat, "keys") else chat)
+    reqs = [*reqs, GenerationRequest(tuple(chat), None, max_new_tokens=40, seed=5, temperature=0.0)]
+    batch = [*batch, engine.generate(reqs[-1:])[0]]
+    assert batch[-1].finish_reason == "stop" and batch[-1].token_ids[-1] == tok.eos_token_id
+    engine.detokenize = False
+    try:
+        assert engine.output_options() == {"detokenize": False, "flat_logprobs": True}
+        light = engine.generate(reqs)
+    finally:
+        engine.detokenize = True
+    assert [g.token_ids for g in light] == [g.token_ids for g in batch]
+    assert [g.logprobs for g in light] == [g.logprobs for g in batch]
+    assert [g.text for g in light] == [g.text for g in batch]
+    assert batch[-1].text.strip() and "<|im_end|>" not in light[-1].text
+
+
 def test_new_adapter_version(setup):
     from policies.adapters import randomize_adapter, save_adapter
 

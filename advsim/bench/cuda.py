@@ -14,7 +14,8 @@ three seeded random LoRA role adapters (r = 8, A, B ~ N(0, 0.05²)) and, later, 
   same with FlashAttention 3) and ``contract-triton`` (the same with vLLM's batch-invariant Triton
   matmul for the linear layers): one choice of the contract changed each; ``contract-cublas`` (the
   cuBLAS choice stated explicitly); ``contract-sampler`` (the contract with the batched seeded
-  sampler, :mod:`policies.vllm_seeded_sampler`); ``default`` — vLLM as a user runs it (CUDA graphs,
+  sampler, :mod:`policies.vllm_seeded_sampler`); ``contract-light`` (that, with vLLM's
+  per-step detokenization and log-prob objects off: ``VLLMEngine(detokenize=False)``); ``default`` — vLLM as a user runs it (CUDA graphs,
   default attention backend, batch-invariant mode off): the **negative control**, which must
   differ. All keep vLLM's prefix caching on (the engine's default).
 * Consistency rows (each: compared tokens, bit-equal tokens, max/mean/std |Δℓ|, k3 KL, the
@@ -87,6 +88,7 @@ CONFIGS = {
     "contract-triton": dict(consistent=True, cuda_graphs=True, cublas_linear=False),
     "contract-cublas": dict(consistent=True, cuda_graphs=True, cublas_linear=True),
     "contract-sampler": dict(consistent=True, cuda_graphs=True, batched_sampler=True),
+    "contract-light": dict(consistent=True, cuda_graphs=True, batched_sampler=True, detokenize=False),
     "default": dict(consistent=False, cuda_graphs=True),
     "default-base": dict(consistent=False, cuda_graphs=True, enable_lora=False),
 }
@@ -99,15 +101,17 @@ them; ``contract-triton`` is vLLM 0.22's own batch-invariant Triton matmul for t
 the contract before 2026-12-04); ``contract-cublas`` states the cuBLAS choice explicitly (the same
 engine as ``contract`` today; the label of the 2026-12-04 measurements); ``contract-sampler`` is
 ``contract`` with every seeded request's sampling noise in one launch
-(:mod:`policies.vllm_seeded_sampler`; only when named); ``default`` is vLLM's own
+(:mod:`policies.vllm_seeded_sampler`; only when named); ``contract-light`` is that with the host's
+per-token output work off (``detokenize=False``: token ids and flat log-probs only, text decoded
+once per completion; only when named); ``default`` is vLLM's own
 default configuration (the negative control); ``default-base`` is ``default`` with LoRA off and no
 adapter on any request — a throughput diagnostic only (with ``transformers-base``, transformers
 without the adapter): how much of every engine's distance from the bandwidth floor is the LoRA
 path. The two ``-base`` rows are measured only when asked and have no consistency rows."""
-NOT_BY_DEFAULT = ("contract-cublas", "contract-sampler", "default-base")
+NOT_BY_DEFAULT = ("contract-cublas", "contract-sampler", "contract-light", "default-base")
 """Labels :func:`run` measures only when asked: ``contract-cublas`` is the same engine as
-``contract`` today; ``contract-sampler`` an unmeasured speed option; ``default-base`` (and ``transformers-base``) are no-adapter diagnostics."""
-CONTRACT_LABELS = ("contract", "contract-triton", "contract-cublas", "contract-sampler")
+``contract`` today; ``contract-sampler`` and ``contract-light`` unmeasured speed options; ``default-base`` (and ``transformers-base``) are no-adapter diagnostics."""
+CONTRACT_LABELS = ("contract", "contract-triton", "contract-cublas", "contract-sampler", "contract-light")
 """Configurations that keep the contract: each of their consistency rows must be bit-identical
 (:func:`failures`), and their throughput is reported as a ratio to ``default`` and ``transformers``."""
 RATIOS = tuple((c, d) for c in CONTRACT_LABELS for d in ("default", "transformers")) + (
@@ -295,6 +299,12 @@ def _consistency_rows(engine, vocab: int, root: Path, pm, on_row=lambda rows: No
     return rows, reference
 
 
+def _output_options(engine) -> dict:
+    """The engine's per-token output options (:meth:`policies.engines.VLLMEngine.output_options`):
+    the ``contract-light`` row's requests skip detokenization as its rollouts do."""
+    return engine.output_options() if hasattr(engine, "output_options") else {}
+
+
 def _throughput_vllm(engine, vocab: int, batches=BATCHES, repeats: int = 2, adapter: str | None = "executor@0") -> dict:
     from vllm import SamplingParams
     from vllm.inputs import TokensPrompt
@@ -306,7 +316,7 @@ def _throughput_vllm(engine, vocab: int, batches=BATCHES, repeats: int = 2, adap
         times = []
         for k, prompts in enumerate(sets):
             sp = [SamplingParams(max_tokens=NEW_TOKENS, ignore_eos=True, temperature=1.0, top_p=0.95, seed=i,
-                                 logprobs=0) for i in range(b)]
+                                 logprobs=0, **_output_options(engine)) for i in range(b)]
             t = time.perf_counter()
             outs = engine.llm.generate([TokensPrompt(prompt_token_ids=p) for p in prompts], sp,
                                        lora_request=[lora] * b if lora else None, use_tqdm=False)
@@ -495,8 +505,8 @@ def _profile_vllm(engine, vocab: int, batch: int = 256, new_tokens: int = 32, ad
     from vllm.inputs import TokensPrompt
 
     lora = engine.lora_request(adapter) if adapter else None
-    sp = [SamplingParams(max_tokens=new_tokens, ignore_eos=True, temperature=1.0, top_p=0.95, seed=i, logprobs=0)
-          for i in range(batch)]
+    sp = [SamplingParams(max_tokens=new_tokens, ignore_eos=True, temperature=1.0, top_p=0.95, seed=i, logprobs=0,
+                         **_output_options(engine)) for i in range(batch)]
 
     def gen(seed: int):  # new prompts each call: a repeat would be served from the prefix cache (no prefill)
         prompts = [TokensPrompt(prompt_token_ids=p) for p in _random_prompts(batch, (PROMPT_TOKENS,), seed=seed,

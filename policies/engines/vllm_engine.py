@@ -114,6 +114,24 @@ def _linear_kernel(path, consistent: bool, cublas_linear: bool, max_rows: int = 
     return ("cublas" if ok else "triton"), why
 
 
+def sampled_logprobs(ids: list[int], logprobs) -> list[float]:
+    """The log-prob of each sampled token from vLLM's ``CompletionOutput.logprobs`` with
+    ``logprobs=0``: a list of ``{token id: Logprob}`` per position, or a ``FlatLogprobs`` (its
+    ``start_indices`` point at each position's sampled token, which vLLM puts first).
+
+    Raises:
+        ValueError: the positions do not match ``ids`` (count, or a position's token).
+    """
+    if hasattr(logprobs, "start_indices"):  # FlatLogprobs: read the lists, build no dict per position
+        starts = list(logprobs.start_indices)
+        if len(starts) != len(ids) or any(logprobs.token_ids[i] != t for i, t in zip(starts, ids)):
+            raise ValueError("vLLM's flat log-probs do not match the sampled tokens")
+        return [float(logprobs.logprobs[i]) for i in starts]
+    if logprobs is None or len(logprobs) != len(ids):
+        raise ValueError("vLLM returned no log-prob for some sampled tokens")
+    return [float(step[t].logprob) for t, step in zip(ids, logprobs)]
+
+
 class VLLMEngine:
     """In-process vLLM engine with per-request LoRA adapters and bit-consistent log-probs.
 
@@ -170,6 +188,13 @@ class VLLMEngine:
             vLLM's per-request generators for the same seeds; the reported log-probs do not change.
             Process-wide once installed; ``sampler`` says which sampler runs. Not yet measured on a
             GPU (the ``contract-sampler`` bench row).
+        detokenize: True (default): vLLM detokenizes every completion as it grows, and builds a
+            ``Logprob`` object per sampled token (its decoded text included), every engine step
+            for every running request. False: ``SamplingParams(detokenize=False,
+            flat_logprobs=True)`` — vLLM returns token ids and flat log-prob lists only, and the
+            text is decoded here once per completion (``tokenizer.decode(ids,
+            skip_special_tokens=True)``); the tokens and log-probs are the same (the GPU's work
+            does not change), only host work per step goes. The ``contract-light`` bench row.
 
     The batch-invariant mode is process-wide (vLLM reads it at import): every VLLMEngine of a
     process on CUDA must agree on ``consistent``; a second one that does not raises
@@ -195,7 +220,7 @@ class VLLMEngine:
                  vllm_cache_root: str | os.PathLike | None = None, device: str = "cpu",
                  dtype: str = "float32", cuda_graphs: bool = True,
                  attention_backend: str | None = None, gpu_memory_utilization: float = 0.9,
-                 cublas_linear: bool = True, batched_sampler: bool = False) -> None:
+                 cublas_linear: bool = True, batched_sampler: bool = False, detokenize: bool = True) -> None:
         from policies.backbone import cache_root, load_tokenizer, resolve_backbone
 
         check_engine_settings("vllm", device, dtype)
@@ -249,6 +274,7 @@ class VLLMEngine:
         from vllm import LLM
 
         self.path = Path(path)
+        self.detokenize = bool(detokenize)
         self.tokenizer = load_tokenizer(path)
         self.enable_lora = enable_lora
         self.consistent = consistent
@@ -356,18 +382,21 @@ class VLLMEngine:
             params.append(SamplingParams(
                 n=1, temperature=r.temperature, top_p=r.top_p, top_k=r.top_k if r.top_k > 0 else 0,
                 max_tokens=r.max_new_tokens, seed=r.seed, logprobs=0, stop_token_ids=stops,
-                skip_special_tokens=True))
+                skip_special_tokens=True, **self.output_options()))
             loras.append(self.lora_request(r.adapter_ref()))
         outs = llm.generate(prompts, params, lora_request=loras if self.enable_lora else None, use_tqdm=False)
         result = []
         for r, o in zip(requests, outs):
             c = o.outputs[0]
             ids = list(c.token_ids)
-            lps = [float(step[t].logprob) for t, step in zip(ids, c.logprobs)]
-            result.append(Generation(r, ids, lps, r.adapter_ref(),
+            result.append(Generation(r, ids, sampled_logprobs(ids, c.logprobs), r.adapter_ref(),
                                      "stop" if c.finish_reason == "stop" else str(c.finish_reason),
-                                     c.text))
+                                     c.text if self.detokenize else self.tokenizer.decode(ids, skip_special_tokens=True)))
         return result
+
+    def output_options(self) -> dict[str, bool]:
+        """The ``SamplingParams`` fields that set how much vLLM returns per token (``detokenize``)."""
+        return {} if self.detokenize else {"detokenize": False, "flat_logprobs": True}
 
     def score(self, sequences: Sequence[Sequence[int]],
               adapter: AdapterSpec | Sequence[AdapterSpec] = None) -> list[list[float]]:
