@@ -249,8 +249,11 @@ class RunDir:
         that did not finish — a resume drops them (:meth:`rollback_logs`) — so a report reads these.
 
         Raises:
+            ValueError: ``name`` is not one of :data:`LOGS`.
             RunFileError: as :meth:`read` and :meth:`latest`.
         """
+        if name not in LOGS:
+            raise ValueError(f"unknown log {name!r}; expected one of {LOGS}")
         latest = self.latest()
         return self.read(name)[:latest[1]["log_lengths"][name]] if latest else []
 
@@ -553,7 +556,7 @@ class EpisodeStore:
         """The saved episodes under ``key``, or None (none saved, or the chunk was unreadable and
         is now deleted: see the class docstring)."""
         p = self.root / f"{key}.pkl.gz"
-        if not p.exists():
+        if not p.is_file():  # absent, or not a file we wrote (a folder of that name is left alone)
             return None
         from advsim.rollout import Episode
 

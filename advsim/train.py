@@ -166,8 +166,8 @@ def _train(cfg: TrainConfig, run: RunDir, resume: bool, console: Console, learne
     early = [p for p in todo if last is not None and phase_order(p) < phase_order(last)]
     if early:  # e.g. a `stages: [2]` run resumed with [1, 2]: stage 1 would train after stage 2
         raise RunExistsError(f"{run.path} completed {last!r}, but this "
-                             f"config would now run {', '.join(early)} before it in order ('stages' or the iteration "
-                             "counts changed?); a run directory trains its phases in order: start a new run directory")
+                             f"config would now run {', '.join(early)} before it ('stages' changed: a stage cannot be added "
+                             "before one the run already trained); start a new run directory")
     run.rollback_logs()
     run.write_config(cfg)
     learner = learner or build_learner(cfg, run)

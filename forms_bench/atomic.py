@@ -19,10 +19,20 @@ from pathlib import Path
 from typing import Any, Iterable
 
 
-def _umask() -> int:
+def umask() -> int:
+    """The process's umask. Read from ``/proc/self/status`` where Linux gives it (no change to
+    the process at all); elsewhere ``os.umask`` set and restored at once (a thread creating a file
+    in that instant would get mode 0o666)."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
     mask = os.umask(0)
     os.umask(mask)
     return mask
+
 
 
 def fsync_tree(folder: str | os.PathLike) -> None:
@@ -99,7 +109,7 @@ def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
-        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; give the usual file mode
+        os.chmod(tmp, 0o666 & ~umask())  # mkstemp makes 0600; give the usual file mode
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
             fh.flush()

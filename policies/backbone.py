@@ -137,30 +137,34 @@ def atomic_save_dir(target: Path, write) -> Path:
     ``0o700``). An existing ``target`` is replaced by swapping the two folders in one step where
     Linux allows (``renameat2`` with ``RENAME_EXCHANGE``), then deleting the old one; elsewhere it
     is moved aside to a ``.old-<name>-*`` sibling first, and a kill between the two renames is
-    repaired by the next call, which moves it back before anything else. A killed process leaves
-    at most a ``.tmp-<name>-*`` sibling, never a half-written ``target``; the next call for the
-    same ``target`` deletes such leftovers (one writer per target: the run directory's lock).
+    repaired by the next call, which moves it back before anything else (only the folder of this
+    very name: ``.old-<name>-`` and mkdtemp's 8 characters, never one of ``<name>-more``). A killed
+    process leaves at most a ``.tmp-<name>-*`` sibling, never a half-written ``target``; the next
+    call for the same ``target`` deletes such leftovers once they are over an hour old (a writer of
+    the same target in another process — two runs filling the shared backbone cache — may still
+    be using a younger one).
     """
-    import glob
+    import re
+    import time
 
-    from forms_bench.atomic import _fsync_dir, fsync_tree
+    from forms_bench.atomic import _fsync_dir, fsync_tree, umask
 
     target = Path(target)
     target.parent.mkdir(parents=True, exist_ok=True)
-    name = glob.escape(target.name)  # a "[" or "*" in the name is a character, not a pattern
+    ours = {kind: re.compile(rf"\.{kind}-{re.escape(target.name)}-[a-z0-9_]{{8}}") for kind in ("old", "tmp")}
+    siblings = sorted(e for e in target.parent.iterdir() if e.is_dir() and not e.is_symlink())
     if not target.exists():  # a kill between the fallback's two renames: put the old folder back
-        for old in sorted(target.parent.glob(f".old-{name}-*/x")):
-            os.replace(old, target)
-            old.parent.rmdir()
-            break
-    for stale in target.parent.glob(f".tmp-{name}-*"):  # a write killed before its rename
-        if stale.is_dir() and not stale.is_symlink():
+        for old in siblings:
+            if ours["old"].fullmatch(old.name) and (old / "x").is_dir():
+                os.replace(old / "x", target)
+                old.rmdir()
+                break
+    for stale in siblings:  # a write killed before its rename, long ago
+        if ours["tmp"].fullmatch(stale.name) and time.time() - stale.stat().st_mtime > 3600:
             shutil.rmtree(stale, ignore_errors=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".tmp-{target.name}-", dir=target.parent))
     try:
-        mask = os.umask(0)
-        os.umask(mask)
-        os.chmod(tmp, 0o777 & ~mask)
+        os.chmod(tmp, 0o777 & ~umask())
         write(tmp)
         fsync_tree(tmp)
         if target.exists() and _exchange(tmp, target):

@@ -301,6 +301,32 @@ def test_sampled_logprobs_from_either_of_vllms_forms():
         sampled_logprobs([7, 4], flat)
     with pytest.raises(ValueError, match="no log-prob"):
         sampled_logprobs(ids, as_list[:1])
+    with pytest.raises(ValueError, match="no log-prob"):
+        sampled_logprobs([7, 4], as_list)
+    with pytest.raises(ValueError, match="do not match"):  # an empty last position
+        sampled_logprobs(ids, NS(start_indices=[0, 2], end_indices=[2, 2], token_ids=[7, 9], logprobs=[-0.5, -2.0]))
+
+
+def test_text_decoded_once_matches_vllms_incremental_detokenizer():
+    """VLLMEngine(detokenize=False)'s text (SmolLM2's tokenizer): a stop token is left out, special
+    or not (vLLM's detokenizer skips the token that stopped it); a character cut in half at the
+    token limit is left out (vLLM's DecodeStream withholds text ending in U+FFFD); ids of
+    "漢字" = [177, 137, 112, 36518] decode to '', '�', '�', '漢', '漢字' token by token."""
+    from types import SimpleNamespace as NS
+
+    from policies.backbone import load_tokenizer, resolve_backbone
+    from policies.engines.vllm_engine import VLLMEngine
+
+    tok = load_tokenizer(resolve_backbone("smollm2-135m-instruct"))
+    eng = NS(tokenizer=tok)
+    text = lambda ids, finish, stops=(2,): VLLMEngine._text(eng, ids, finish, list(stops))  # noqa: E731
+    kanji = tok.encode("漢字", add_special_tokens=False)
+    assert kanji == [177, 137, 112, 36518]
+    assert text(kanji, "length") == "漢字" and text(kanji[:3], "length") == "漢"
+    assert text(kanji[:2], "length") == "" and text(kanji[:1] + [2], "stop") == ""
+    yes_nl = tok.encode(" Yes\n", add_special_tokens=False)  # [9230, 198]: "\n" as a stop token
+    assert text(yes_nl, "stop", stops=(2, 198)) == " Yes" and text(yes_nl, "length", stops=(2, 198)) == " Yes\n"
+    assert text([9230, 2], "stop") == " Yes" and text([9230, 2], "length") == " Yes"  # eos: special, skipped
 
 
 def test_python_side_of_a_profile_by_family():
@@ -337,6 +363,9 @@ def test_python_side_of_a_profile_by_family():
     assert python_family("/x/site-packages/vllm/entrypoints/llm.py", "generate") == "engine loop"
     assert python_family("/home/me/script.py", "main") == "other"
     assert python_family("~", "<built-in method builtins.len>") is None
+    assert python_family("~", "<method 'tolist' of 'numpy.ndarray' objects>") is None  # host work, not a wait
+    assert python_family("~", "<built-in method _cuda_synchronize of PyCapsule object at 0x7f>") == WAITING
+    assert python_family("~", "<method 'synchronize' of 'torch._C._CudaEventBase' objects>") == WAITING
 
 
 @pytest.mark.filterwarnings("ignore:CUDA is not available, disabling CUDA profiling")

@@ -415,7 +415,7 @@ def test_atomic_save_dir_replaces_a_folder_in_one_step_and_repairs_a_kill_betwee
     atomic_save_dir(target, lambda t: (t / "w").write_text("1"))
     atomic_save_dir(target, lambda t: (t / "w").write_text("2"))
     assert (target / "w").read_text() == "2" and sorted(p.name for p in tmp_path.iterdir()) == ["executor@1"]
-    aside = tmp_path / ".old-executor@1-killed"
+    aside = tmp_path / ".old-executor@1-killed00"  # mkdtemp: 8 characters after the prefix
     aside.mkdir()
     os.replace(target, aside / "x")  # the fallback's first rename, then the process died
     monkeypatch.setattr(backbone, "_exchange", lambda a, b: False)  # the fallback path from here on
@@ -427,8 +427,9 @@ def test_atomic_save_dir_replaces_a_folder_in_one_step_and_repairs_a_kill_betwee
 
 def test_atomic_save_dir_fsyncs_gives_usual_permissions_and_cleans_killed_writes(tmp_path, monkeypatch):
     """Every written file and the parent are fsynced; the folder gets 0o777 less the umask (not
-    mkdtemp's 0o700); a killed write's .tmp- sibling goes at the next call for that target only;
-    glob characters in a name are characters (the repair never takes another folder's .old-)."""
+    mkdtemp's 0o700); a killed write's .tmp- sibling of this very target goes at the next call once
+    over an hour old (a younger one may be another process's live write); another target's — even
+    one whose name starts with this one's — is never touched, nor taken by the repair."""
     from forms_bench import atomic
     from policies.backbone import atomic_save_dir
 
@@ -438,17 +439,24 @@ def test_atomic_save_dir_fsyncs_gives_usual_permissions_and_cleans_killed_writes
                         or real_fsync(fd))
     old_mask = os.umask(0o022)
     try:
-        (tmp_path / ".tmp-a[1]-dead").mkdir()  # killed writes: of this target, and of another one
-        (tmp_path / ".tmp-a1-other").mkdir()
-        (tmp_path / ".old-a1-x").mkdir()  # another target's aside folder: "[1]" must not match it
-        (tmp_path / ".old-a1-x" / "x").mkdir()
+        for name in (".tmp-a[1]-dead0000", ".tmp-a[1]-young000", ".tmp-a[1]-more-abcdefgh", ".tmp-a1-other000",
+                     ".old-a1-xxxxxxxx/x", ".old-a[1]-more-abcdefgh/x"):
+            (tmp_path / name).mkdir(parents=True)
+        os.utime(tmp_path / ".tmp-a[1]-dead0000", (0, 0))  # killed long ago
+        os.utime(tmp_path / ".tmp-a[1]-more-abcdefgh", (0, 0))  # another target's, however old
         target = atomic_save_dir(tmp_path / "a[1]", lambda t: (t / "sub").mkdir() or (t / "sub" / "w").write_text("1"))
     finally:
         os.umask(old_mask)
-    assert oct(target.stat().st_mode & 0o777) == oct(0o755)
-    assert str(target / "sub" / "w").split("/")[-1] == "w" and any(p.endswith("/sub/w") for p in synced)
-    assert str(tmp_path) in synced  # the rename itself made durable
-    assert sorted(p.name for p in tmp_path.iterdir()) == [".old-a1-x", ".tmp-a1-other", "a[1]"]
+    assert oct(target.stat().st_mode & 0o777) == oct(0o755) and (target / "sub" / "w").read_text() == "1"
+    assert any(p.endswith("/sub/w") for p in synced) and str(tmp_path) in synced  # files, and the rename itself
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".old-a1-xxxxxxxx", ".old-a[1]-more-abcdefgh",
+                                                         ".tmp-a1-other000", ".tmp-a[1]-more-abcdefgh",
+                                                         ".tmp-a[1]-young000", "a[1]"]
+    prev = os.umask(0o027)
+    try:
+        assert atomic.umask() == 0o027 and atomic.umask() == 0o027  # read, not changed
+    finally:
+        os.umask(prev)
 
 
 def test_a_run_with_checkpoints_but_no_config_cannot_skip_the_resume_check(tmp_path):

@@ -569,7 +569,7 @@ def test_resume_refuses_a_changed_config_and_names_every_change(tmp_path):
     assert "learning_rate: 0.01" in (run.path / "config.yaml").read_text()  # the saved config is untouched
 
 
-def test_resume_never_trains_a_phase_before_one_already_completed(tmp_path):
+def test_resume_never_trains_a_phase_before_one_already_completed(tmp_path, monkeypatch):
     """`stages` may change on resume (adding stage 2 after stage 1), but a `stages: [2]` run
     resumed with [1, 2] would train stage 1 after stage 2: refused before anything loads."""
     from advsim.train import phase_order
@@ -586,6 +586,20 @@ def test_resume_never_trains_a_phase_before_one_already_completed(tmp_path):
                                              r"capability-iter-1, capability-iter-2 before it"):
         train(config_from_dict({**d, "stages": [1, 2]}), run.path, resume=True)
     assert run.latest()[0] == "robust-iter-1"  # nothing changed
+    ok = RunDir(tmp_path / "ok")  # the other way round is how stage 2 is added to a stage-1 run: it goes on
+    ok.write_config(config_from_dict({**d, "stages": [1]}))
+    ok.commit_checkpoint("capability-iter-1", {"versions": {}})
+    ok.commit_checkpoint("capability-iter-2", {"versions": {}})
+
+    class Stop(Exception):
+        pass
+
+    def stop(*a, **k):
+        raise Stop
+
+    monkeypatch.setattr("advsim.train.build_learner", stop)
+    with pytest.raises(Stop):  # past the check: it builds the learner (stopped here, nothing trained)
+        train(config_from_dict({**d, "stages": [1, 2]}), ok.path, resume=True)
 
 
 def test_damaged_run_files_are_named_not_tracebacks(tmp_path):

@@ -413,8 +413,16 @@ PYTHON_FAMILIES = (
     ("engine loop", ("vllm/",)),
 )
 WAITING = "waiting for the GPU (synchronising copies)"
-# built-in methods that block until the GPU has finished (a device-to-host copy or an explicit sync)
-_SYNCING = ("'tolist'", "'item'", "'cpu'", "'synchronize'", "'numpy'", "'nonzero'")
+# torch tensor methods that block until the GPU has finished (a device-to-host copy); numpy's own
+# tolist/item are host work (vLLM's log-prob processing calls them per request per step)
+_SYNCING = ("'tolist'", "'item'", "'cpu'", "'numpy'", "'nonzero'")
+
+
+def _waits_for_gpu(name: str) -> bool:
+    """Whether a built-in (cProfile's name for it) blocks on the GPU: any ``synchronize``
+    (``torch.cuda.synchronize``'s ``_cuda_synchronize``, an event's or stream's), or a copying
+    method of a torch tensor."""
+    return "synchronize" in name or ("of 'torch._C." in name and any(s in name for s in _SYNCING))
 
 
 def _python_path(file: str) -> str:
@@ -436,7 +444,7 @@ def python_family(file: str, name: str) -> str | None:
     :mod:`cProfile` records them); built-ins (``file == "~"``) that synchronise with the GPU are
     :data:`WAITING`, other built-ins ``None`` (their time belongs to the caller's family)."""
     if file == "~":
-        return WAITING if any(s in name for s in _SYNCING) else None
+        return WAITING if _waits_for_gpu(name) else None
     path = _python_path(file)
     for fam, frags in PYTHON_FAMILIES:
         if any(path.startswith(fr) or "/" + fr in path for fr in frags):

@@ -123,11 +123,12 @@ def sampled_logprobs(ids: list[int], logprobs) -> list[float]:
         ValueError: the positions do not match ``ids`` (count, or a position's token).
     """
     if hasattr(logprobs, "start_indices"):  # FlatLogprobs: read the lists, build no dict per position
-        starts = list(logprobs.start_indices)
-        if len(starts) != len(ids) or any(logprobs.token_ids[i] != t for i, t in zip(starts, ids)):
+        starts, ends = list(logprobs.start_indices), list(logprobs.end_indices)
+        if len(starts) != len(ids) or len(ends) != len(ids) \
+                or any(not a < b or logprobs.token_ids[a] != t for a, b, t in zip(starts, ends, ids)):
             raise ValueError("vLLM's flat log-probs do not match the sampled tokens")
         return [float(logprobs.logprobs[i]) for i in starts]
-    if logprobs is None or len(logprobs) != len(ids):
+    if logprobs is None or len(logprobs) != len(ids) or any(t not in step for t, step in zip(ids, logprobs)):
         raise ValueError("vLLM returned no log-prob for some sampled tokens")
     return [float(step[t].logprob) for t, step in zip(ids, logprobs)]
 
@@ -192,9 +193,10 @@ class VLLMEngine:
             ``Logprob`` object per sampled token (its decoded text included), every engine step
             for every running request. False: ``SamplingParams(detokenize=False,
             flat_logprobs=True)`` — vLLM returns token ids and flat log-prob lists only, and the
-            text is decoded here once per completion (``tokenizer.decode(ids,
-            skip_special_tokens=True)``); the tokens and log-probs are the same (the GPU's work
-            does not change), only host work per step goes. The ``contract-light`` bench row.
+            text is decoded here once per completion (:meth:`_text`: the stop token and a
+            character cut in half left out, as vLLM does); the tokens and log-probs are the same
+            (the GPU's work does not change), only host work per step goes. The
+            ``contract-light`` bench row.
 
     The batch-invariant mode is process-wide (vLLM reads it at import): every VLLMEngine of a
     process on CUDA must agree on ``consistent``; a second one that does not raises
@@ -391,8 +393,26 @@ class VLLMEngine:
             ids = list(c.token_ids)
             result.append(Generation(r, ids, sampled_logprobs(ids, c.logprobs), r.adapter_ref(),
                                      "stop" if c.finish_reason == "stop" else str(c.finish_reason),
-                                     c.text if self.detokenize else self.tokenizer.decode(ids, skip_special_tokens=True)))
+                                     c.text if self.detokenize else self._text(ids, c.finish_reason, stops)))
         return result
+
+    def _text(self, ids: list[int], finish_reason, stops: list[int]) -> str:
+        """A completion's text as vLLM's incremental detokenizer gives it, decoded once
+        (``detokenize=False``): without the token that stopped it (vLLM leaves a stop token out of
+        the text, special or not), and without a character the completion cut in half (vLLM's
+        ``DecodeStream`` withholds text that ends in U+FFFD until later tokens complete it, and at
+        the end they never come): the longest prefix of ``ids`` whose text does not end in U+FFFD.
+        Exact for byte-level BPE tokenizers (SmolLM2's); one that puts a space before a word
+        (SentencePiece's ``▁``) may decode a completion's first word differently alone than after
+        its prompt, as vLLM decodes it."""
+        if finish_reason == "stop" and ids and ids[-1] in stops:
+            ids = ids[:-1]
+        text = self.tokenizer.decode(ids, skip_special_tokens=True)
+        n = len(ids)
+        while text.endswith("\ufffd") and n:
+            n -= 1
+            text = self.tokenizer.decode(ids[:n], skip_special_tokens=True)
+        return text
 
     def output_options(self) -> dict[str, bool]:
         """The ``SamplingParams`` fields that set how much vLLM returns per token (``detokenize``)."""
