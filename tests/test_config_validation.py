@@ -486,7 +486,15 @@ def test_cuda_bench_keeps_the_finished_parts_of_a_configuration_that_timed_out(m
 
     monkeypatch.setattr(subprocess, "run", run)
     assert cuda.measure_in_subprocess("transformers", ("throughput", "rollout"), timeout=5) == {
-        "throughput": {"64": 1}, "rollout_seconds": 3, "error": "timed out after 5 s"}
+        "throughput": {"64": 1}, "rollout_seconds": 3, "error": "timed out after 5 s; last output: INFO starting"}
+
+    def cold(cmd, **kw):  # nothing measured yet: the error says where it was
+        raise subprocess.TimeoutExpired(cmd, kw["timeout"], output=None,
+                                        stderr=b"a\nb\nINFO Compiling a graph for compile range (1, 8192)\n\n")
+
+    monkeypatch.setattr(subprocess, "run", cold)
+    assert cuda.measure_in_subprocess("contract", ("throughput",), timeout=140) == {
+        "error": "timed out after 140 s; last output: a | b | INFO Compiling a graph for compile range (1, 8192)"}
 
 
 def test_cuda_bench_rows_report_each_row_as_it_finishes():

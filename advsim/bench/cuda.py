@@ -798,8 +798,13 @@ def measure_in_subprocess(label: str, parts: tuple[str, ...], timeout: float = 9
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired as exc:  # keep the parts that finished before the limit
-        out = exc.stdout.decode(errors="replace") if isinstance(exc.stdout, bytes) else (exc.stdout or "")
-        return {**_last_partial(out.splitlines()), "error": f"timed out after {timeout} s"}
+        text = [x.decode(errors="replace") if isinstance(x, bytes) else (x or "") for x in (exc.stdout, exc.stderr)]
+        # where it was: a first configuration on a fresh machine spends minutes compiling (vLLM's
+        # torch.compile, Triton kernels, the cuBLAS proof) before it measures anything
+        last = [x.strip()[:200] for x in (text[0] + "\n" + text[1]).splitlines()
+                if x.strip() and not x.startswith("{")][-3:]
+        return {**_last_partial(text[0].splitlines()), "error": f"timed out after {timeout} s"
+                + (f"; last output: {' | '.join(last)}" if last else "")}
     lines = [x for x in proc.stdout.splitlines() if x.startswith("{")]
     if proc.returncode != 0 or not lines:
         return {**_last_partial(lines), "error": f"exit {proc.returncode}: {proc.stderr[-6000:]}"}
