@@ -981,18 +981,10 @@ def run(parts: tuple[str, ...] = ("consistency", "throughput"), labels=None, par
             con.print(f"{k}: {v:.2f}")
     prof = {lb: r["profile"] for lb, r in results.items() if r.get("profile")}
     if prof:
-        fams = list(dict.fromkeys(f for p in prof.values() for f in p["families"]))
         first = next(iter(prof.values()))
-        table = Table(title=f"GPU time per kernel family (ms), one generate of B = {first['batch']}, "
-                            f"{first['prompt_tokens']}-token prompts, {first['new_tokens']} new tokens, executor adapter")
-        table.add_column("family")
-        for lb in prof:
-            table.add_column(lb, justify="right")
-        for f in fams:
-            table.add_row(f, *(f"{p['families'].get(f, 0.0):,.1f}" for p in prof.values()))
-        table.add_row("all kernels", *(f"{p['kernel_ms']:,.1f}" for p in prof.values()))
-        table.add_row("wall", *(f"{p['wall_ms']:,.1f}" for p in prof.values()))
-        con.print(table)
+        con.print(_family_table(f"GPU time per kernel family (ms), one generate of B = {first['batch']}, "
+                                f"{first['prompt_tokens']}-token prompts, {first['new_tokens']} new tokens, "
+                                "executor adapter", prof, (("all kernels", "kernel_ms"), ("wall", "wall_ms"))))
         for lb, p in prof.items():
             if "host" not in p:
                 continue
@@ -1007,18 +999,28 @@ def run(parts: tuple[str, ...] = ("consistency", "throughput"), labels=None, par
             con.print(table)
         py = {lb: p["python"] for lb, p in prof.items() if "python" in p}
         if py:
-            fams = list(dict.fromkeys(f for p in py.values() for f in p["families"]))
-            table = Table(title="host Python time per family (ms, self time under cProfile; a second generate of the "
-                                "same shape)")
-            table.add_column("family")
-            for lb in py:
-                table.add_column(lb, justify="right")
-            for f in fams:
-                table.add_row(f, *(f"{p['families'].get(f, 0.0):,.1f}" for p in py.values()))
-            table.add_row("all profiled", *(f"{p['profiled_ms']:,.1f}" for p in py.values()))
-            table.add_row("wall (under cProfile)", *(f"{p['wall_ms']:,.1f}" for p in py.values()))
-            con.print(table)
+            con.print(_family_table("host Python time per family (ms, self time under cProfile; a second generate of "
+                                    "the same shape)", py,
+                                    (("all profiled", "profiled_ms"), ("wall (under cProfile)", "wall_ms"))))
     return out
+
+
+def _family_table(title: str, per_config: dict[str, dict], totals) -> "Table":
+    """A rich table of milliseconds per family (rows) and configuration (columns): each
+    ``per_config[label]["families"]`` (families in first-seen order, 0 where a configuration has
+    none), then one row per ``(row name, key)`` of ``totals`` read from each configuration."""
+    from rich.table import Table
+
+    fams = list(dict.fromkeys(f for p in per_config.values() for f in p["families"]))
+    table = Table(title=title)
+    table.add_column("family")
+    for lb in per_config:
+        table.add_column(lb, justify="right")
+    for f in fams:
+        table.add_row(f, *(f"{p['families'].get(f, 0.0):,.1f}" for p in per_config.values()))
+    for name, key in totals:
+        table.add_row(name, *(f"{p[key]:,.1f}" for p in per_config.values()))
+    return table
 
 
 def _positive_int(text: str, name: str) -> int:
