@@ -107,6 +107,23 @@ class EngineConfig:
               "contract from 0.62x/0.74x to 0.84x/0.86x vLLM's default throughput (batch 64/256) with diff = 0 "
               "in every row (results/h200-vllm-bench-1.7b-2026-12-04). Changes values (another kernel), so a "
               "run cannot resume with it changed; a saved config without the field ran vLLM's kernel.")
+    batched_sampler: bool | None = _f(
+        None, "vLLM on CUDA only: draw every seeded request's sampling noise in one Triton launch "
+              "(policies.vllm_seeded_sampler) instead of vLLM 0.22's one launch per request per step. Same "
+              "distribution and log-probs, still a function of (request seed, step), but other tokens than vLLM's "
+              "per-request generators for the same seeds, so a run cannot resume with it changed; a saved config "
+              "without the field sampled with vLLM's. Default (null): on for engine.kind 'vllm' on 'cuda' (falls "
+              "back to vLLM's sampler, with a warning, where it cannot install), off elsewhere; true outside vLLM "
+              "on CUDA is an error.")
+    detokenize: bool | None = _f(
+        None, "vLLM only: true lets vLLM detokenize every completion as it grows and build a log-prob object per "
+              "token, every step; false returns token ids and flat log-probs only and decodes each completion "
+              "once (same tokens, log-probs and text; only host work goes). Default (null): false for vLLM on "
+              "CUDA, true elsewhere (vLLM's default; the CPU forward, not the host, bounds a step). Together with "
+              "batched_sampler it took the contract on the H200 from 6,119/7,199 to 7,659/9,152 generated "
+              "tokens/s at batch 64/256 (SmolLM2-135M; 1.00x/1.13x vLLM's default in the same call), diff = 0 "
+              "in every row (results/h200-contract-light-2026-12-05). May change on --resume; ignored by kind "
+              "'torch'.")
 
     def __post_init__(self) -> None:
         from policies.engines import check_engine_settings
@@ -118,6 +135,13 @@ class EngineConfig:
         elif self.cublas_linear and not on_vllm_cuda:
             raise ValueError(f"engine.cublas_linear is for vLLM on CUDA (engine.kind 'vllm', engine.device 'cuda'); "
                              f"this engine is kind {self.kind!r} on {self.device!r}")
+        if self.batched_sampler is None:
+            object.__setattr__(self, "batched_sampler", on_vllm_cuda)
+        elif self.batched_sampler and not on_vllm_cuda:
+            raise ValueError(f"engine.batched_sampler is for vLLM on CUDA (engine.kind 'vllm', engine.device "
+                             f"'cuda'); this engine is kind {self.kind!r} on {self.device!r}")
+        if self.detokenize is None:
+            object.__setattr__(self, "detokenize", not on_vllm_cuda)
 
 
 @dataclass(config=_STRICT)
@@ -489,10 +513,13 @@ def config_from_dict(data: dict) -> TrainConfig:
         raise ConfigError(str(exc)) from None
 
 
-RUN_RECORD_DEFAULTS: dict[str, dict[str, Any]] = {"engine": {"cublas_linear": False}}
+RUN_RECORD_DEFAULTS: dict[str, dict[str, Any]] = {
+    "engine": {"cublas_linear": False, "batched_sampler": False, "detokenize": True}}
 """Fields a run directory's ``config.yaml`` may lack because the run was saved before they
 existed, with the value such a run actually used (``engine.cublas_linear``: vLLM's Triton matmul;
-the default on vLLM + CUDA is cuBLAS since 2026-12-04). Applied by ``load_config(…, run_record=True)``."""
+the default on vLLM + CUDA is cuBLAS since 2026-12-04; ``engine.batched_sampler``: vLLM's
+per-request sampler and ``engine.detokenize``: vLLM's per-step output, the defaults on vLLM + CUDA
+until 2026-12-05). Applied by ``load_config(…, run_record=True)``."""
 
 
 def load_config(path: str | Path, *, run_record: bool = False) -> TrainConfig:

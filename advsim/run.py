@@ -66,8 +66,9 @@ log = logging.getLogger(__name__)
 # engine.threads is not one of them: on CPU the thread count changes how torch and vLLM split float
 # sums, so log-probs (and the logged diff statistics) move in the last bits. The KV-cache sizes can
 # change vLLM's batching, which leaves results alone only under the batch-invariant contract
-# (engine.consistency), the mode a resumable run is meant to use.
-RESUMABLE_CHANGES = ("name", "stages", "engine.kv_cache_gib", "engine.gpu_memory_utilization")
+# (engine.consistency), the mode a resumable run is meant to use. engine.detokenize changes only when vLLM
+# decodes the text (every step or once per completion): the same tokens, log-probs and text.
+RESUMABLE_CHANGES = ("name", "stages", "engine.kv_cache_gib", "engine.gpu_memory_utilization", "engine.detokenize")
 
 
 class RunFileError(ValueError):

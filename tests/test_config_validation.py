@@ -128,8 +128,10 @@ def test_cuda_without_cuda_is_a_clear_error(tmp_path):
 
 def test_batched_sampler_is_cuda_only_and_a_contract_bench_row(monkeypatch):
     """``VLLMEngine(batched_sampler=True)`` off CUDA is a ValueError before any model loads; the
-    bench's ``contract-sampler`` row is the contract with it, a contract row (its consistency rows
-    must be bit-identical), measured only when named."""
+    bench's ``contract`` row (the engine's defaults) has it through the engine's default,
+    ``contract-full`` is the contract without it and without ``detokenize=False`` (the contract
+    until 2026-12-05), ``contract-sampler`` adds the sampler alone and ``contract-light`` both —
+    all contract rows (their consistency rows must be bit-identical), measured only when named."""
     import policies.backbone as pb
     from advsim.bench import cuda
     from policies.engines import VLLMEngine
@@ -137,10 +139,12 @@ def test_batched_sampler_is_cuda_only_and_a_contract_bench_row(monkeypatch):
     monkeypatch.setattr(pb, "resolve_backbone", lambda *a, **k: pytest.fail("loaded a model before refusing"))
     with pytest.raises(ValueError, match="batched_sampler is for vLLM on CUDA .*device is 'cpu'"):
         VLLMEngine(batched_sampler=True)
-    assert cuda.CONFIGS["contract-sampler"] == {**cuda.CONFIGS["contract"], "batched_sampler": True}
-    assert "contract-sampler" in cuda.CONTRACT_LABELS and "contract-sampler" in cuda.NOT_BY_DEFAULT
+    full = cuda.CONFIGS["contract-full"]
+    assert full == {**cuda.CONFIGS["contract"], "batched_sampler": False, "detokenize": True}
+    assert cuda.CONFIGS["contract-sampler"] == {**full, "batched_sampler": True}
     assert cuda.CONFIGS["contract-light"] == {**cuda.CONFIGS["contract-sampler"], "detokenize": False}
-    assert "contract-light" in cuda.CONTRACT_LABELS and "contract-light" in cuda.NOT_BY_DEFAULT
+    for label in ("contract-full", "contract-sampler", "contract-light"):
+        assert label in cuda.CONTRACT_LABELS and label in cuda.NOT_BY_DEFAULT
 
 
 def test_engine_settings_checked_outside_the_config_too():
@@ -700,12 +704,13 @@ def test_cuda_bench_names_an_unknown_configuration_before_anything_runs():
     from advsim.bench import cuda
 
     with pytest.raises(ValueError, match=r"unknown configuration\(s\) 'contract-cublass'; known: contract, "
-                                         r"contract-eager, contract-fa3, contract-triton, contract-cublas, "
+                                         r"contract-eager, contract-fa3, contract-triton, contract-cublas, contract-full, "
                                          r"contract-sampler, contract-light, default, default-base, transformers, transformers-base, "
                                          r"transformers-dynamic, "
                                          r"gradient"):
         cuda.run(("throughput",), labels=["contract", "contract-cublass"])
-    assert set(cuda.NOT_BY_DEFAULT) == {"contract-cublas", "contract-sampler", "contract-light", "default-base"}
+    assert set(cuda.NOT_BY_DEFAULT) == {"contract-full", "contract-cublas", "contract-sampler", "contract-light",
+                                        "default-base"}
     assert ("default-base", "transformers-base") in cuda.RATIOS and ("contract", "transformers") in cuda.RATIOS
 
 

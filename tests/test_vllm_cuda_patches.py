@@ -191,3 +191,65 @@ def test_cublas_linear_defaults_on_for_vllm_on_cuda_and_old_runs_keep_their_kern
         check_run_dir(cfg, run, resume=True)
     (run.path / "config.yaml").write_text(yaml.safe_dump(cfg.to_dict()))  # saved since: the resolved value
     assert run.config_changes(cfg) == [] and run.saved_config().engine.cublas_linear is True
+
+
+def test_batched_sampler_and_detokenize_defaults_by_device_and_old_runs_keep_theirs(monkeypatch, tmp_path):
+    """The engine section's null resolves, once, to the measured choice: the batched seeded sampler
+    on and per-step detokenization off for vLLM on CUDA, vLLM's own behaviour elsewhere (the CPU
+    record keeps its engine); VLLMEngine resolves its own None the same way for the contract only
+    (``default`` stays vLLM's default, the bench's negative control); make_engine passes both on.
+    A CUDA run saved before the fields existed sampled with vLLM's sampler: resuming it under
+    today's default is a config change that says what to write; detokenize may change on resume
+    (same tokens, log-probs and text)."""
+    import yaml
+
+    import advsim.config as config_mod
+    from advsim.config import ConfigError, EngineConfig, config_from_dict
+    from advsim.run import RunDir
+    from advsim.train import RunExistsError, check_run_dir
+    from policies.engines import base
+    from policies.engines.vllm_engine import _speed_options
+    from tests.test_train import TINY
+
+    assert (EngineConfig().batched_sampler, EngineConfig().detokenize) == (False, True)
+    assert _speed_options("cpu", True, None, None) == (False, True)
+    assert _speed_options("cuda", True, None, None) == (True, False)
+    assert _speed_options("cuda", False, None, None) == (False, True)  # vLLM's default: the negative control
+    assert _speed_options("cuda", True, False, True) == (False, True)  # contract-full
+    assert _speed_options("cpu", True, None, False) == (False, False)
+    with pytest.raises(ConfigError, match=r"engine.batched_sampler is for vLLM on CUDA .*kind 'vllm' on 'cpu'"):
+        config_from_dict({"engine": {"kind": "vllm", "device": "cpu", "batched_sampler": True}})
+    assert config_from_dict({"engine": {"kind": "vllm", "device": "cpu", "detokenize": False}}).engine.detokenize is False
+
+    monkeypatch.setattr("policies.engines.check_engine_settings", lambda *a, **k: None)
+    monkeypatch.setattr(config_mod, "_memory_gib", lambda device="cpu": 141)
+    e = EngineConfig(kind="vllm", device="cuda", dtype="bfloat16")
+    assert (e.batched_sampler, e.detokenize) == (True, False)
+    assert EngineConfig(kind="torch", device="cuda", dtype="bfloat16").batched_sampler is False
+
+    got = {}
+
+    class Fake:
+        def __init__(self, model, **kw):
+            got.update(kw)
+
+    import policies.engines.vllm_engine as ve
+
+    monkeypatch.setattr(ve, "VLLMEngine", Fake)
+    monkeypatch.setattr(base, "check_engine_settings", lambda *a, **k: None)
+    base.make_engine(e, backbone="x")
+    assert (got["batched_sampler"], got["detokenize"]) == (True, False)
+
+    cfg = config_from_dict({**TINY, "engine": {**TINY["engine"], "kind": "vllm", "device": "cuda",
+                                               "dtype": "bfloat16"}})
+    run = RunDir(tmp_path / "run")
+    legacy = cfg.to_dict()
+    del legacy["engine"]["batched_sampler"], legacy["engine"]["detokenize"]  # saved before the fields existed
+    (run.path / "config.yaml").write_text(yaml.safe_dump(legacy))
+    saved = run.saved_config().engine
+    assert (saved.batched_sampler, saved.detokenize) == (False, True)
+    assert run.config_changes(cfg) == ["engine.batched_sampler: False -> True"]  # detokenize: resumable
+    monkeypatch.setattr(run, "latest", lambda: ("capability-iter-1", {}))
+    with pytest.raises(RunExistsError, match=r"Changed: engine.batched_sampler: False -> True \(engine."
+                                             r"batched_sampler: False is what this run used"):
+        check_run_dir(cfg, run, resume=True)

@@ -10,12 +10,13 @@ three seeded random LoRA role adapters (r = 8, A, B ~ N(0, 0.05²)) and, later, 
 * :data:`CONFIGS` ``contract`` — :class:`policies.engines.VLLMEngine` with ``consistent=True``
   (``VLLM_BATCH_INVARIANT=1``, Triton attention, CUDA graphs and ``torch.compile``, the linear
   layers and LM head on cuBLAS without split-K once proven row-invariant,
-  :mod:`policies.vllm_cuda_patches`); ``contract-eager`` (the same, eager), ``contract-fa3`` (the
-  same with FlashAttention 3) and ``contract-triton`` (the same with vLLM's batch-invariant Triton
-  matmul for the linear layers): one choice of the contract changed each; ``contract-cublas`` (the
-  cuBLAS choice stated explicitly); ``contract-sampler`` (the contract with the batched seeded
-  sampler, :mod:`policies.vllm_seeded_sampler`); ``contract-light`` (that, with vLLM's
-  per-step detokenization and log-prob objects off: ``VLLMEngine(detokenize=False)``); ``default`` — vLLM as a user runs it (CUDA graphs,
+  :mod:`policies.vllm_cuda_patches`, the batched seeded sampler, :mod:`policies.vllm_seeded_sampler`,
+  and no per-step detokenization: the engine's defaults, what training runs); ``contract-eager``
+  (the same, eager), ``contract-fa3`` (the same with FlashAttention 3) and ``contract-triton`` (the
+  same with vLLM's batch-invariant Triton matmul for the linear layers): one choice of the contract
+  changed each; ``contract-full`` (vLLM's per-request sampler and per-step output: the contract
+  until 2026-12-05); ``contract-cublas``, ``contract-sampler`` and ``contract-light``: labels of
+  earlier measurements (see :data:`CONFIGS`); ``default`` — vLLM as a user runs it (CUDA graphs,
   default attention backend, batch-invariant mode off): the **negative control**, which must
   differ. All keep vLLM's prefix caching on (the engine's default).
 * Consistency rows (each: compared tokens, bit-equal tokens, max/mean/std |Δℓ|, k3 KL, the
@@ -87,31 +88,36 @@ CONFIGS = {
     "contract-fa3": dict(consistent=True, cuda_graphs=True, attention_backend="FLASH_ATTN"),
     "contract-triton": dict(consistent=True, cuda_graphs=True, cublas_linear=False),
     "contract-cublas": dict(consistent=True, cuda_graphs=True, cublas_linear=True),
-    "contract-sampler": dict(consistent=True, cuda_graphs=True, batched_sampler=True),
+    "contract-full": dict(consistent=True, cuda_graphs=True, batched_sampler=False, detokenize=True),
+    "contract-sampler": dict(consistent=True, cuda_graphs=True, batched_sampler=True, detokenize=True),
     "contract-light": dict(consistent=True, cuda_graphs=True, batched_sampler=True, detokenize=False),
     "default": dict(consistent=False, cuda_graphs=True),
     "default-base": dict(consistent=False, cuda_graphs=True, enable_lora=False),
 }
-"""Label → VLLMEngine settings. ``contract``: batch-invariant mode, Triton attention, CUDA graphs +
-``torch.compile``, linear layers and LM head on cuBLAS without split-K where the engine proves it
-row-invariant at start (:mod:`policies.vllm_cuda_patches`; the engine's defaults with
-``consistent=True``); ``contract-eager``, ``contract-fa3`` and ``contract-triton`` change one of
-those choices each (they show whether it is needed or what it costs; the contract does not rely on
-them; ``contract-triton`` is vLLM 0.22's own batch-invariant Triton matmul for the linear layers,
-the contract before 2026-12-04); ``contract-cublas`` states the cuBLAS choice explicitly (the same
-engine as ``contract`` today; the label of the 2026-12-04 measurements); ``contract-sampler`` is
-``contract`` with every seeded request's sampling noise in one launch
-(:mod:`policies.vllm_seeded_sampler`; only when named); ``contract-light`` is that with the host's
-per-token output work off (``detokenize=False``: token ids and flat log-probs only, text decoded
-once per completion; only when named); ``default`` is vLLM's own
-default configuration (the negative control); ``default-base`` is ``default`` with LoRA off and no
-adapter on any request — a throughput diagnostic only (with ``transformers-base``, transformers
-without the adapter): how much of every engine's distance from the bandwidth floor is the LoRA
-path. The two ``-base`` rows are measured only when asked and have no consistency rows."""
-NOT_BY_DEFAULT = ("contract-cublas", "contract-sampler", "contract-light", "default-base")
-"""Labels :func:`run` measures only when asked: ``contract-cublas`` is the same engine as
-``contract`` today; ``contract-sampler`` and ``contract-light`` unmeasured speed options; ``default-base`` (and ``transformers-base``) are no-adapter diagnostics."""
-CONTRACT_LABELS = ("contract", "contract-triton", "contract-cublas", "contract-sampler", "contract-light")
+"""Label → VLLMEngine settings. ``contract``: the engine's defaults with ``consistent=True`` —
+batch-invariant mode, Triton attention, CUDA graphs + ``torch.compile``, linear layers and LM head
+on cuBLAS without split-K where the engine proves it row-invariant at start
+(:mod:`policies.vllm_cuda_patches`), every seeded request's sampling noise in one launch
+(:mod:`policies.vllm_seeded_sampler`) and no per-step detokenization (``detokenize=False``: token
+ids and flat log-probs only, text decoded once per completion); ``contract-eager``,
+``contract-fa3`` and ``contract-triton`` change one of those choices each (they show whether it is
+needed or what it costs; ``contract-triton`` is vLLM 0.22's own batch-invariant Triton matmul for
+the linear layers, the contract before 2026-12-04); ``contract-full`` is the contract with vLLM's
+per-request sampler and per-step output (the contract from 2026-12-04 to 2026-12-05, labelled
+``contract`` in those results). Labels of earlier measurements, the same engines stated
+explicitly: ``contract-cublas`` (cuBLAS; = ``contract-full`` today), ``contract-sampler`` (the
+batched sampler alone) and ``contract-light`` (= ``contract`` today; the label of the 2026-12-05
+measurements). ``default`` is vLLM's own default configuration (the negative control);
+``default-base`` is ``default`` with LoRA off and no adapter on any request — a throughput
+diagnostic only (with ``transformers-base``, transformers without the adapter): how much of every
+engine's distance from the bandwidth floor is the LoRA path. The two ``-base`` rows are measured
+only when asked and have no consistency rows."""
+NOT_BY_DEFAULT = ("contract-full", "contract-cublas", "contract-sampler", "contract-light", "default-base")
+"""Labels :func:`run` measures only when asked: ``contract-full`` (what the two speed options of
+the contract buy), the labels of earlier measurements, and ``default-base`` (with
+``transformers-base``), the no-adapter diagnostics."""
+CONTRACT_LABELS = ("contract", "contract-triton", "contract-full", "contract-cublas", "contract-sampler",
+                   "contract-light")
 """Configurations that keep the contract: each of their consistency rows must be bit-identical
 (:func:`failures`), and their throughput is reported as a ratio to ``default`` and ``transformers``."""
 RATIOS = tuple((c, d) for c in CONTRACT_LABELS for d in ("default", "transformers")) + (
@@ -301,7 +307,7 @@ def _consistency_rows(engine, vocab: int, root: Path, pm, on_row=lambda rows: No
 
 def _output_options(engine) -> dict:
     """The engine's per-token output options (:meth:`policies.engines.VLLMEngine.output_options`):
-    the ``contract-light`` row's requests skip detokenization as its rollouts do."""
+    a row's timed requests skip detokenization where its engine's rollouts do (``contract``)."""
     return engine.output_options() if hasattr(engine, "output_options") else {}
 
 
@@ -749,6 +755,7 @@ def measure(label: str, parts: tuple[str, ...], backbone: str = DEFAULT_BACKBONE
         out["start_seconds"] = round(time.perf_counter() - t0, 1)
         out["linear_kernel"] = {"kernel": engine.linear_kernel, "reason": engine.linear_kernel_reason}
         out["sampler"] = engine.sampler
+        out["detokenize"] = engine.detokenize
         for r in ROLES if lora else ():
             engine.add_adapter(f"{r}@0", executor if r == "executor" and executor else root / f"{r}@0")
         vocab = model.config.vocab_size

@@ -192,7 +192,8 @@ class EngineSettings(Protocol):
     threads: int
     max_num_seqs: int
     # optional: cuda_graphs (bool, vLLM on CUDA; read with getattr, default True),
-    # gpu_memory_utilization (float, vLLM on CUDA; default 0.9) and cublas_linear (bool, vLLM on CUDA; default True)
+    # gpu_memory_utilization (float, vLLM on CUDA; default 0.9), cublas_linear (bool, vLLM on CUDA; default True),
+    # batched_sampler and detokenize (bool or None, vLLM; default None: VLLMEngine's choice by device)
 
 
 def make_engine(settings: EngineSettings, *, backbone: str | os.PathLike | None = None, model=None,
@@ -202,7 +203,8 @@ def make_engine(settings: EngineSettings, *, backbone: str | os.PathLike | None 
 
     Args:
         settings: kind (``vllm | torch``), device (``cpu | cuda``), dtype, max_model_len,
-            kv_cache_gib, threads, max_num_seqs and, optionally, cuda_graphs (see
+            kv_cache_gib, threads, max_num_seqs and, optionally, cuda_graphs,
+            gpu_memory_utilization, cublas_linear, batched_sampler and detokenize (see
             ``advsim.config.EngineConfig`` for their meaning).
         backbone: ``kind="vllm"``: backbone name or local checkpoint folder the engine loads.
         model, tokenizer: ``kind="torch"``: the trainer's own peft model (with the role adapter
@@ -234,7 +236,9 @@ def make_engine(settings: EngineSettings, *, backbone: str | os.PathLike | None 
                           vllm_cache_root=cache_dir, device=settings.device, dtype=settings.dtype,
                           cuda_graphs=getattr(settings, "cuda_graphs", True),
                           gpu_memory_utilization=getattr(settings, "gpu_memory_utilization", 0.9),
-                          cublas_linear=getattr(settings, "cublas_linear", True))
+                          cublas_linear=getattr(settings, "cublas_linear", True),
+                          batched_sampler=getattr(settings, "batched_sampler", None),
+                          detokenize=getattr(settings, "detokenize", None))
     if model is None or tokenizer is None:
         raise ValueError("make_engine: engine.kind 'torch' runs on the trainer's model: pass model= and tokenizer=")
     import torch

@@ -90,6 +90,16 @@ def cuda_llm_settings(consistent: bool, cuda_graphs: bool = True, attention_back
     return out
 
 
+def _speed_options(device: str, consistent: bool, batched_sampler: bool | None,
+                   detokenize: bool | None) -> tuple[bool, bool]:
+    """``(batched_sampler, detokenize)`` for a :class:`VLLMEngine`: a value given stays; None
+    becomes the measured choice — the batched sampler on and per-step detokenization off for the
+    contract (``consistent``) on CUDA, vLLM's own behaviour everywhere else."""
+    cuda_contract = device == "cuda" and consistent
+    return (cuda_contract if batched_sampler is None else bool(batched_sampler),
+            (not cuda_contract) if detokenize is None else bool(detokenize))
+
+
 def _linear_kernel(path, consistent: bool, cublas_linear: bool, max_rows: int = 8192) -> tuple[str, str]:
     """Which kernel vLLM on CUDA runs the linear layers with, installing the cuBLAS patch when
     asked (:mod:`policies.vllm_cuda_patches`); returns ``(kernel, reason)``."""
@@ -182,21 +192,31 @@ class VLLMEngine:
             tokens/s at batch 64 / 256 = 0.84× / 0.86× vLLM's default in the same run, diff = 0 in
             every consistency row (``results/h200-vllm-bench-1.7b-2026-12-04``). False: vLLM's
             Triton matmul (the ``contract-triton`` bench row).
-        batched_sampler: CUDA only (default False): draw every seeded request's sampling noise in
-            one Triton launch (:mod:`policies.vllm_seeded_sampler`) instead of vLLM 0.22's one
-            launch per request per step (every request of ours carries a seed). Samples the same
+        batched_sampler: CUDA only: draw every seeded request's sampling noise in one Triton
+            launch (:mod:`policies.vllm_seeded_sampler`) instead of vLLM 0.22's one launch per
+            request per step (every request of ours carries a seed). Samples the same
             distribution, still a function of (request seed, step) only, but other tokens than
             vLLM's per-request generators for the same seeds; the reported log-probs do not change.
-            Process-wide once installed; ``sampler`` says which sampler runs. Not yet measured on a
-            GPU (the ``contract-sampler`` bench row).
-        detokenize: True (default): vLLM detokenizes every completion as it grows, and builds a
-            ``Logprob`` object per sampled token (its decoded text included), every engine step
-            for every running request. False: ``SamplingParams(detokenize=False,
-            flat_logprobs=True)`` — vLLM returns token ids and flat log-prob lists only, and the
-            text is decoded here once per completion (:meth:`_text`: the stop token and a
-            character cut in half left out, as vLLM does); the tokens and log-probs are the same
-            (the GPU's work does not change), only host work per step goes. The
-            ``contract-light`` bench row.
+            Default (None): on for ``consistent=True`` on CUDA, where it falls back to vLLM's
+            sampler with a warning if it cannot install (another vLLM version, no Triton); True
+            asked explicitly raises there instead. Process-wide once installed; ``sampler`` says
+            which sampler runs.
+        detokenize: True: vLLM detokenizes every completion as it grows, and builds a ``Logprob``
+            object per sampled token (its decoded text included), every engine step for every
+            running request. False: ``SamplingParams(detokenize=False, flat_logprobs=True)`` —
+            vLLM returns token ids and flat log-prob lists only, and the text is decoded here once
+            per completion (:meth:`_text`: the stop token and a character cut in half left out, as
+            vLLM does); the tokens, log-probs and text are the same (tested on the CPU), only host
+            work per step goes. Default (None): False for ``consistent=True`` on CUDA, True
+            elsewhere (vLLM's default; on the CPU the forward, not the host, bounds a step).
+
+            Measured together (``contract`` since 2026-12-05, ``contract-full`` without both; one
+            H200, executor adapter on every request, 512-token prompts, 128 new tokens, median of
+            3, ``results/h200-contract-light-2026-12-05``): SmolLM2-135M 7,659 / 9,152 generated
+            tokens/s at batch 64 / 256 against 6,119 / 7,199 without them (the next call on the
+            same machine), = 1.00× / 1.13× vLLM's default in the same call; SmolLM2-1.7B shapes
+            1.44× / 1.01× vLLM's default in the same call (0.88× / 0.91× before); diff = 0 in
+            every consistency row.
 
     The batch-invariant mode is process-wide (vLLM reads it at import): every VLLMEngine of a
     process on CUDA must agree on ``consistent``; a second one that does not raises
@@ -208,7 +228,7 @@ class VLLMEngine:
 
     Raises:
         ValueError: ``device``/``dtype`` this build cannot run (:func:`check_engine_settings`), or
-            ``batched_sampler`` off CUDA or refused here (another vLLM version, no Triton).
+            ``batched_sampler=True`` off CUDA or refused here (another vLLM version, no Triton).
     """
 
     request_type = GenerationRequest  # what generate() takes (judges build requests from it)
@@ -222,12 +242,15 @@ class VLLMEngine:
                  vllm_cache_root: str | os.PathLike | None = None, device: str = "cpu",
                  dtype: str = "float32", cuda_graphs: bool = True,
                  attention_backend: str | None = None, gpu_memory_utilization: float = 0.9,
-                 cublas_linear: bool = True, batched_sampler: bool = False, detokenize: bool = True) -> None:
+                 cublas_linear: bool = True, batched_sampler: bool | None = None,
+                 detokenize: bool | None = None) -> None:
         from policies.backbone import cache_root, load_tokenizer, resolve_backbone
 
         check_engine_settings("vllm", device, dtype)
         if batched_sampler and device != "cuda":
             raise ValueError(f"batched_sampler is for vLLM on CUDA (vLLM 0.22's sampler); device is {device!r}")
+        sampler_asked = batched_sampler is not None
+        batched_sampler, detokenize = _speed_options(device, consistent, batched_sampler, detokenize)
         path = resolve_backbone(model)
         os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
         os.environ.setdefault("VLLM_CACHE_ROOT", str(vllm_cache_root or (cache_root() / "vllm")))
@@ -253,10 +276,14 @@ class VLLMEngine:
             from policies import vllm_seeded_sampler
 
             ok, why = vllm_seeded_sampler.install()
-            if not ok:  # asked for explicitly: running vLLM's own sampler instead would mislabel a measurement
+            if ok:
+                os.environ["VLLM_USE_V2_MODEL_RUNNER"] = "0"  # vLLM 0.22's V2 runner samples elsewhere (gpu/sample/)
+                self.sampler = f"batched: {why}"
+            elif sampler_asked:  # asked for explicitly: running vLLM's own sampler would mislabel a measurement
                 raise ValueError(f"batched_sampler: {why}")
-            os.environ["VLLM_USE_V2_MODEL_RUNNER"] = "0"  # vLLM 0.22's V2 runner samples elsewhere (gpu/sample/)
-            self.sampler = f"batched: {why}"
+            else:
+                log.warning("VLLMEngine: the batched seeded sampler is not available here (%s); vLLM's own "
+                            "per-request sampler runs", why)
         elif device == "cuda":
             from policies import vllm_seeded_sampler
 
