@@ -33,6 +33,7 @@ engine end to end.
 from __future__ import annotations
 
 import logging
+import re
 from typing import Callable, Iterable, Sequence
 
 log = logging.getLogger(__name__)
@@ -169,19 +170,46 @@ def row_invariance_failures(shapes: Iterable[tuple[int, int]], row_counts: Seque
     return fails
 
 
-def hopper_settings() -> None:
+VLLM_WORKSPACE_CONFIG = ":16:8"
+"""The ``CUBLAS_WORKSPACE_CONFIG`` vLLM 0.22's batch-invariant mode sets on Hopper."""
+_WORKSPACE_CONFIG = re.compile(r"(:[0-9]+:[0-9]+)+")
+
+
+def check_workspace_config(value: str | None) -> None:
+    """Raise ``ValueError`` unless ``value`` is None (unset) or a ``CUBLAS_WORKSPACE_CONFIG``
+    PyTorch parses (``:SIZE_KIB:COUNT`` one or more times, e.g. ``:4096:8``)."""
+    if value is not None and not (isinstance(value, str) and _WORKSPACE_CONFIG.fullmatch(value)):
+        raise ValueError(f"cublas_workspace_config {value!r} is not None or ':SIZE:COUNT' (KiB, count), "
+                         "e.g. ':16:8' (vLLM's) or ':4096:8'")
+
+
+def hopper_settings(workspace_config: str | None = VLLM_WORKSPACE_CONFIG) -> None:
     """Apply the cuBLAS settings of vLLM 0.22's batch-invariant mode on Hopper now, as its worker
     will (``batch_invariant.enable_batch_invariant_mode``'s Hopper branch and
     ``init_batch_invariance``'s precision flags): ``CUBLAS_WORKSPACE_CONFIG=:16:8``,
     ``CUBLASLT_WORKSPACE_SIZE=1`` (KiB: no split-K), cuBLASLt preferred, no reduced-precision
     reductions, IEEE fp32. Unlike calling ``init_batch_invariance()`` itself, this leaves vLLM's
     own later call to set the same final values (a second call of it would stop at
-    ``CUBLAS_WORKSPACE_CONFIG=:4096:8``)."""
+    ``CUBLAS_WORKSPACE_CONFIG=:4096:8``).
+
+    Args:
+        workspace_config: the ``CUBLAS_WORKSPACE_CONFIG`` to set (None: remove it, PyTorch's
+            default, 32 MiB on Hopper). vLLM's ``:16:8`` costs every eager matmul ~120 µs of host
+            time with torch 2.11 on an H100 (``scripts/gpu/mm_host_cost.py``); the cuBLASLt
+            workspace, which is what keeps split-K off for our linear layers, stays 1 KiB.
+
+    Raises:
+        ValueError: a ``workspace_config`` PyTorch cannot parse (:func:`check_workspace_config`).
+    """
     import os
 
     import torch
 
-    os.environ["CUBLAS_WORKSPACE_CONFIG"] = ":16:8"
+    check_workspace_config(workspace_config)
+    if workspace_config is None:
+        os.environ.pop("CUBLAS_WORKSPACE_CONFIG", None)
+    else:
+        os.environ["CUBLAS_WORKSPACE_CONFIG"] = workspace_config
     os.environ["CUBLASLT_WORKSPACE_SIZE"] = "1"
     for flag in ("allow_bf16_reduced_precision_reduction", "allow_fp16_reduced_precision_reduction"):
         try:
@@ -192,8 +220,44 @@ def hopper_settings() -> None:
     torch.backends.cuda.preferred_blas_library(backend="cublaslt")
 
 
+def keep_workspace_config(workspace_config: str | None, module=None) -> None:
+    """Make vLLM's ``init_batch_invariance`` (its worker calls it while ``LLM()`` starts; it sets
+    ``CUBLAS_WORKSPACE_CONFIG=:16:8``) leave ``workspace_config`` in the environment instead
+    (None: unset). No cuBLAS call happens inside it, so every cuBLAS workspace PyTorch allocates
+    in this process is sized by ``workspace_config``. Wraps once; a later call changes the value.
+
+    Args:
+        workspace_config: see :func:`hopper_settings`.
+        module: the module to patch (default ``vllm.model_executor.layers.batch_invariant``).
+
+    Raises:
+        ValueError: see :func:`check_workspace_config`.
+    """
+    import os
+
+    check_workspace_config(workspace_config)
+    if module is None:
+        import vllm.model_executor.layers.batch_invariant as module
+    _STATE["workspace_config"] = workspace_config
+    if getattr(module.init_batch_invariance, "_advsim_keeps_workspace_config", False):
+        return
+    original = module.init_batch_invariance
+
+    def init_batch_invariance(*args, **kwargs):
+        out = original(*args, **kwargs)
+        if _STATE["workspace_config"] is None:
+            os.environ.pop("CUBLAS_WORKSPACE_CONFIG", None)
+        else:
+            os.environ["CUBLAS_WORKSPACE_CONFIG"] = _STATE["workspace_config"]
+        return out
+
+    init_batch_invariance._advsim_keeps_workspace_config = True
+    module.init_batch_invariance = init_batch_invariance
+
+
 def install(shapes: Iterable[tuple[int, int]], max_rows: int = 8192,
-            rows: Sequence[int] | None = None) -> tuple[bool, str]:
+            rows: Sequence[int] | None = None,
+            workspace_config: str | None = VLLM_WORKSPACE_CONFIG) -> tuple[bool, str]:
     """Route vLLM 0.22's batch-invariant linear layers and LM head to cuBLAS, if proven here.
 
     Steps: vLLM's version must be in :data:`PROVEN_VERSIONS`, the GPU a Hopper (compute
@@ -209,12 +273,20 @@ def install(shapes: Iterable[tuple[int, int]], max_rows: int = 8192,
         shapes: the model's ``(N, K)`` weight shapes (:func:`model_weight_shapes`).
         max_rows: the most rows one product can have: the engine's ``max_num_batched_tokens``.
         rows: the row counts to prove instead of ``row_counts(max_rows)``.
+        workspace_config: ``CUBLAS_WORKSPACE_CONFIG`` for the proof and, if it differs from
+            vLLM's, kept after vLLM's start (:func:`keep_workspace_config`); None: unset. Not yet
+            measured on a GPU with anything but vLLM's ``:16:8`` (bench rows ``contract-ws4096``
+            and ``contract-nows``). Only the first successful install of a process sets it.
 
     Returns:
         ``(installed, reason)``.
+
+    Raises:
+        ValueError: a ``workspace_config`` PyTorch cannot parse (before anything is changed).
     """
     import os
 
+    check_workspace_config(workspace_config)
     shapes = list(shapes)
     if _STATE["installed"]:
         return True, _STATE["reason"]
@@ -241,7 +313,7 @@ def install(shapes: Iterable[tuple[int, int]], max_rows: int = 8192,
     for mod in (vlinear, vembed):
         if not hasattr(mod, "linear_batch_invariant"):
             return _refuse(f"{mod.__name__} has no linear_batch_invariant (another vLLM layout)")
-    hopper_settings()
+    hopper_settings(workspace_config)
     counts = tuple(rows) if rows is not None else row_counts(max_rows)
     fails = row_invariance_failures(shapes, counts)
     torch.cuda.empty_cache()  # the proof's memory goes back before vLLM measures free memory
@@ -251,8 +323,13 @@ def install(shapes: Iterable[tuple[int, int]], max_rows: int = 8192,
     for mod in (vlinear, vembed):
         mod._advsim_linear_batch_invariant = mod.linear_batch_invariant
         mod.linear_batch_invariant = cublas_linear
+    workspace = ""
+    if workspace_config != VLLM_WORKSPACE_CONFIG:
+        keep_workspace_config(workspace_config)
+        workspace = f", CUBLAS_WORKSPACE_CONFIG={workspace_config or 'unset'}"
     _STATE.update(installed=True, reason=f"cuBLAS row-invariant for {len(shapes)} shapes x {len(set(counts))} "
-                                         f"row counts up to {max(counts)} (vLLM {version}, sm_{cap[0]}{cap[1]})")
+                                         f"row counts up to {max(counts)} (vLLM {version}, sm_{cap[0]}{cap[1]}"
+                                         f"{workspace})")
     log.info("vLLM linear layers through cuBLAS: %s", _STATE["reason"])
     return True, _STATE["reason"]
 

@@ -704,13 +704,14 @@ def test_cuda_bench_names_an_unknown_configuration_before_anything_runs():
     from advsim.bench import cuda
 
     with pytest.raises(ValueError, match=r"unknown configuration\(s\) 'contract-cublass'; known: contract, "
-                                         r"contract-eager, contract-fa3, contract-triton, contract-cublas, contract-full, "
+                                         r"contract-eager, contract-fa3, contract-triton, contract-cublas, contract-full, contract-ws4096, "
+                                         r"contract-nows, "
                                          r"contract-sampler, contract-light, default, default-base, transformers, transformers-base, "
                                          r"transformers-dynamic, "
                                          r"gradient"):
         cuda.run(("throughput",), labels=["contract", "contract-cublass"])
-    assert set(cuda.NOT_BY_DEFAULT) == {"contract-full", "contract-cublas", "contract-sampler", "contract-light",
-                                        "default-base"}
+    assert set(cuda.NOT_BY_DEFAULT) == {"contract-full", "contract-ws4096", "contract-nows", "contract-cublas",
+                                        "contract-sampler", "contract-light", "default-base"}
     assert ("default-base", "transformers-base") in cuda.RATIOS and ("contract", "transformers") in cuda.RATIOS
 
 

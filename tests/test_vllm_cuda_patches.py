@@ -109,11 +109,13 @@ def test_engine_reports_which_kernel_runs_the_linear_layers(monkeypatch, tmp_pat
     assert _linear_kernel(tmp_path, False, True) == ("vllm default", "batch-invariant mode off")
     assert _linear_kernel(tmp_path, True, False) == ("triton", "vLLM's batch-invariant matmul (cublas_linear=False)")
     seen = []
-    monkeypatch.setattr(vcp, "install",
-                        lambda shapes, max_rows: (seen.append((shapes, max_rows)), (False, "not row-invariant"))[1])
+    monkeypatch.setattr(vcp, "install", lambda shapes, max_rows, workspace_config: (
+        seen.append((shapes, max_rows, workspace_config)), (False, "not row-invariant"))[1])
     assert _linear_kernel(tmp_path, True, True, 4096) == ("triton", "not row-invariant")
-    assert seen == [([(128, 64), (64, 64), (256, 64), (64, 128), (128, 64)], 4096)]
-    monkeypatch.setattr(vcp, "install", lambda shapes, max_rows: (True, "proven"))
+    assert _linear_kernel(tmp_path, True, True, 4096, None) == ("triton", "not row-invariant")
+    assert seen == [([(128, 64), (64, 64), (256, 64), (64, 128), (128, 64)], 4096, ":16:8"),
+                    ([(128, 64), (64, 64), (256, 64), (64, 128), (128, 64)], 4096, None)]
+    monkeypatch.setattr(vcp, "install", lambda shapes, max_rows, workspace_config: (True, "proven"))
     assert _linear_kernel(tmp_path, True, True) == ("cublas", "proven")
     cfg = json.loads((tmp_path / "config.json").read_text())
     (tmp_path / "config.json").write_text(json.dumps({**cfg, "model_type": "qwen2"}))
@@ -253,3 +255,48 @@ def test_batched_sampler_and_detokenize_defaults_by_device_and_old_runs_keep_the
     with pytest.raises(RunExistsError, match=r"Changed: engine.batched_sampler: False -> True \(engine."
                                              r"batched_sampler: False is what this run used"):
         check_run_dir(cfg, run, resume=True)
+
+
+def test_workspace_config_is_checked_and_kept_after_vllms_init(monkeypatch):
+    """A CUBLAS_WORKSPACE_CONFIG PyTorch cannot parse is a ValueError before anything changes
+    (also from VLLMEngine, before a model loads); keep_workspace_config makes vLLM's
+    init_batch_invariance (which sets :16:8) leave the chosen value — or no variable at all —
+    wrapping once, a later call changing the value; the bench's two workspace rows are contract
+    rows measured only when named."""
+    import os
+    import types
+
+    import policies.backbone as pb
+    from advsim.bench import cuda
+    from policies import vllm_cuda_patches as vcp
+    from policies.engines import VLLMEngine
+
+    for bad in ("16:8", ":16", ":16:8 ", "", 16):
+        with pytest.raises(ValueError, match="is not None or ':SIZE:COUNT'"):
+            vcp.check_workspace_config(bad)
+    for good in (None, ":16:8", ":4096:8", ":4096:2:16:8"):
+        vcp.check_workspace_config(good)
+    monkeypatch.setattr(pb, "resolve_backbone", lambda *a, **k: pytest.fail("loaded a model before refusing"))
+    with pytest.raises(ValueError, match="cublas_workspace_config '4096' is not"):
+        VLLMEngine(cublas_workspace_config="4096")
+
+    def init_batch_invariance():  # vLLM 0.22's, as far as the variable goes
+        os.environ["CUBLAS_WORKSPACE_CONFIG"] = ":16:8"
+        return "ran"
+
+    fake = types.SimpleNamespace(init_batch_invariance=init_batch_invariance)
+    monkeypatch.setitem(vcp._STATE, "workspace_config", vcp._STATE.get("workspace_config"))
+    monkeypatch.delenv("CUBLAS_WORKSPACE_CONFIG", raising=False)
+    vcp.keep_workspace_config(":4096:8", module=fake)
+    assert fake.init_batch_invariance() == "ran" and os.environ["CUBLAS_WORKSPACE_CONFIG"] == ":4096:8"
+    wrapped = fake.init_batch_invariance
+    vcp.keep_workspace_config(None, module=fake)
+    assert fake.init_batch_invariance is wrapped  # wrapped once
+    fake.init_batch_invariance()
+    assert "CUBLAS_WORKSPACE_CONFIG" not in os.environ
+    with pytest.raises(ValueError):
+        vcp.keep_workspace_config(":x:8", module=fake)
+    assert cuda.CONFIGS["contract-ws4096"] == {**cuda.CONFIGS["contract"], "cublas_workspace_config": ":4096:8"}
+    assert cuda.CONFIGS["contract-nows"] == {**cuda.CONFIGS["contract"], "cublas_workspace_config": None}
+    for label in ("contract-ws4096", "contract-nows"):
+        assert label in cuda.CONTRACT_LABELS and label in cuda.NOT_BY_DEFAULT

@@ -89,6 +89,8 @@ CONFIGS = {
     "contract-triton": dict(consistent=True, cuda_graphs=True, cublas_linear=False),
     "contract-cublas": dict(consistent=True, cuda_graphs=True, cublas_linear=True),
     "contract-full": dict(consistent=True, cuda_graphs=True, batched_sampler=False, detokenize=True),
+    "contract-ws4096": dict(consistent=True, cuda_graphs=True, cublas_workspace_config=":4096:8"),
+    "contract-nows": dict(consistent=True, cuda_graphs=True, cublas_workspace_config=None),
     "contract-sampler": dict(consistent=True, cuda_graphs=True, batched_sampler=True, detokenize=True),
     "contract-light": dict(consistent=True, cuda_graphs=True, batched_sampler=True, detokenize=False),
     "default": dict(consistent=False, cuda_graphs=True),
@@ -104,7 +106,9 @@ ids and flat log-probs only, text decoded once per completion); ``contract-eager
 needed or what it costs; ``contract-triton`` is vLLM 0.22's own batch-invariant Triton matmul for
 the linear layers, the contract before 2026-12-04); ``contract-full`` is the contract with vLLM's
 per-request sampler and per-step output (the contract from 2026-12-04 to 2026-12-05, labelled
-``contract`` in those results). Labels of earlier measurements, the same engines stated
+``contract`` in those results); ``contract-ws4096`` and ``contract-nows`` keep
+``CUBLAS_WORKSPACE_CONFIG`` at ``:4096:8`` or unset instead of vLLM's ``:16:8`` (which costs
+every eager matmul ~120 µs of host time; ``VLLMEngine(cublas_workspace_config=…)``). Labels of earlier measurements, the same engines stated
 explicitly: ``contract-cublas`` (cuBLAS; = ``contract-full`` today), ``contract-sampler`` (the
 batched sampler alone) and ``contract-light`` (= ``contract`` today; the label of the 2026-12-05
 measurements). ``default`` is vLLM's own default configuration (the negative control);
@@ -112,12 +116,13 @@ measurements). ``default`` is vLLM's own default configuration (the negative con
 diagnostic only (with ``transformers-base``, transformers without the adapter): how much of every
 engine's distance from the bandwidth floor is the LoRA path. The two ``-base`` rows are measured
 only when asked and have no consistency rows."""
-NOT_BY_DEFAULT = ("contract-full", "contract-cublas", "contract-sampler", "contract-light", "default-base")
+NOT_BY_DEFAULT = ("contract-full", "contract-ws4096", "contract-nows", "contract-cublas", "contract-sampler",
+                  "contract-light", "default-base")
 """Labels :func:`run` measures only when asked: ``contract-full`` (what the two speed options of
-the contract buy), the labels of earlier measurements, and ``default-base`` (with
+the contract buy), the two cuBLAS workspace settings (unmeasured), the labels of earlier measurements, and ``default-base`` (with
 ``transformers-base``), the no-adapter diagnostics."""
-CONTRACT_LABELS = ("contract", "contract-triton", "contract-full", "contract-cublas", "contract-sampler",
-                   "contract-light")
+CONTRACT_LABELS = ("contract", "contract-triton", "contract-full", "contract-ws4096", "contract-nows",
+                   "contract-cublas", "contract-sampler", "contract-light")
 """Configurations that keep the contract: each of their consistency rows must be bit-identical
 (:func:`failures`), and their throughput is reported as a ratio to ``default`` and ``transformers``."""
 RATIOS = tuple((c, d) for c in CONTRACT_LABELS for d in ("default", "transformers")) + (

@@ -100,7 +100,8 @@ def _speed_options(device: str, consistent: bool, batched_sampler: bool | None,
             (not cuda_contract) if detokenize is None else bool(detokenize))
 
 
-def _linear_kernel(path, consistent: bool, cublas_linear: bool, max_rows: int = 8192) -> tuple[str, str]:
+def _linear_kernel(path, consistent: bool, cublas_linear: bool, max_rows: int = 8192,
+                   workspace_config: str | None = ":16:8") -> tuple[str, str]:
     """Which kernel vLLM on CUDA runs the linear layers with, installing the cuBLAS patch when
     asked (:mod:`policies.vllm_cuda_patches`); returns ``(kernel, reason)``."""
     from policies import vllm_cuda_patches
@@ -120,7 +121,7 @@ def _linear_kernel(path, consistent: bool, cublas_linear: bool, max_rows: int = 
         shapes = vllm_cuda_patches.model_weight_shapes(AutoConfig.from_pretrained(path))
     except ValueError as exc:
         return "triton", str(exc)
-    ok, why = vllm_cuda_patches.install(shapes, max_rows=max_rows)
+    ok, why = vllm_cuda_patches.install(shapes, max_rows=max_rows, workspace_config=workspace_config)
     return ("cublas" if ok else "triton"), why
 
 
@@ -192,6 +193,14 @@ class VLLMEngine:
             tokens/s at batch 64 / 256 = 0.84× / 0.86× vLLM's default in the same run, diff = 0 in
             every consistency row (``results/h200-vllm-bench-1.7b-2026-12-04``). False: vLLM's
             Triton matmul (the ``contract-triton`` bench row).
+        cublas_workspace_config: CUDA with the cuBLAS linear layers only: the
+            ``CUBLAS_WORKSPACE_CONFIG`` the process keeps (default vLLM's ``:16:8``; None: unset,
+            PyTorch's 32 MiB; e.g. ``":4096:8"``), for the row-invariance proof and after vLLM's
+            start (:func:`policies.vllm_cuda_patches.keep_workspace_config`). With ``:16:8`` every
+            eager matmul (prefill, the learner) costs the host ~130–156 µs against 14–20 µs
+            without (H100, torch 2.11, ``scripts/gpu/mm_host_cost.py``); split-K for our linear
+            layers stays off through the 1 KiB cuBLASLt workspace either way. The other values
+            are unmeasured on a GPU (bench rows ``contract-ws4096``, ``contract-nows``).
         batched_sampler: CUDA only: draw every seeded request's sampling noise in one Triton
             launch (:mod:`policies.vllm_seeded_sampler`) instead of vLLM 0.22's one launch per
             request per step (every request of ours carries a seed). Samples the same
@@ -227,8 +236,8 @@ class VLLMEngine:
     drops the ``LLM`` object (vLLM frees its KV cache with it).
 
     Raises:
-        ValueError: ``device``/``dtype`` this build cannot run (:func:`check_engine_settings`), or
-            ``batched_sampler=True`` off CUDA or refused here (another vLLM version, no Triton).
+        ValueError: ``device``/``dtype`` this build cannot run (:func:`check_engine_settings`), a
+            ``cublas_workspace_config`` PyTorch cannot parse, or ``batched_sampler=True`` off CUDA or refused here (another vLLM version, no Triton).
     """
 
     request_type = GenerationRequest  # what generate() takes (judges build requests from it)
@@ -243,12 +252,15 @@ class VLLMEngine:
                  dtype: str = "float32", cuda_graphs: bool = True,
                  attention_backend: str | None = None, gpu_memory_utilization: float = 0.9,
                  cublas_linear: bool = True, batched_sampler: bool | None = None,
-                 detokenize: bool | None = None) -> None:
+                 detokenize: bool | None = None, cublas_workspace_config: str | None = ":16:8") -> None:
         from policies.backbone import cache_root, load_tokenizer, resolve_backbone
 
         check_engine_settings("vllm", device, dtype)
         if batched_sampler and device != "cuda":
             raise ValueError(f"batched_sampler is for vLLM on CUDA (vLLM 0.22's sampler); device is {device!r}")
+        from policies.vllm_cuda_patches import check_workspace_config
+
+        check_workspace_config(cublas_workspace_config)
         sampler_asked = batched_sampler is not None
         batched_sampler, detokenize = _speed_options(device, consistent, batched_sampler, detokenize)
         path = resolve_backbone(model)
@@ -268,7 +280,8 @@ class VLLMEngine:
         self.linear_kernel_reason = ""
         if device == "cuda":
             self.linear_kernel, self.linear_kernel_reason = _linear_kernel(
-                path, consistent, cublas_linear, max(max_model_len, max_num_batched_tokens or 8192))
+                path, consistent, cublas_linear, max(max_model_len, max_num_batched_tokens or 8192),
+                cublas_workspace_config)
             (log.warning if consistent and cublas_linear and self.linear_kernel != "cublas" else log.info)(
                 "VLLMEngine linear layers: %s (%s)", self.linear_kernel, self.linear_kernel_reason)
         self.sampler = "vllm (one generator per seeded request)"  # CUDA: or the batched Philox sampler

@@ -9,8 +9,11 @@ environment once). A diagnostic for the contract's prefill profile
 
 Settings: ``default`` (PyTorch's), ``contract`` (policies.vllm_cuda_patches.hopper_settings, as
 vLLM 0.22's batch-invariant mode sets them on Hopper), and the contract's parts alone:
-``workspace-config`` (CUBLAS_WORKSPACE_CONFIG=:16:8), ``lt-workspace`` (CUBLASLT_WORKSPACE_SIZE=1
-KiB), ``cublaslt`` (preferred_blas_library cublaslt), ``cublaslt+lt-workspace``.
+``workspace-config`` (CUBLAS_WORKSPACE_CONFIG=:16:8; ``workspace-config-4096``: :4096:8, the other
+deterministic value PyTorch documents), ``lt-workspace`` (CUBLASLT_WORKSPACE_SIZE=1
+KiB), ``cublaslt`` (preferred_blas_library cublaslt), ``cublaslt+lt-workspace``; and the contract
+with :4096:8 or with the variable unset (``contract-4096``, ``contract-unset``: the settings of the
+bench rows ``contract-ws4096`` and ``contract-nows``).
 """
 import json
 import os
@@ -20,20 +23,23 @@ import time
 
 SHAPES = [(960, 576), (576, 576), (3072, 576), (576, 1536), (49152, 576)]  # SmolLM2-135M's, as vLLM fuses them
 ROWS = (8192, 512, 64)
-FACTORS = ("default", "workspace-config", "lt-workspace", "cublaslt", "cublaslt+lt-workspace", "contract")
+FACTORS = ("default", "workspace-config", "workspace-config-4096", "lt-workspace", "cublaslt",
+           "cublaslt+lt-workspace", "contract", "contract-4096", "contract-unset")
 
 
 def apply(setting: str) -> None:
     import torch
 
-    if setting == "contract":
+    if setting.startswith("contract"):
         from policies.vllm_cuda_patches import hopper_settings
 
-        hopper_settings()
+        hopper_settings({"contract": ":16:8", "contract-4096": ":4096:8", "contract-unset": None}[setting])
         return
     parts = set(setting.split("+"))
     if "workspace-config" in parts:
         os.environ["CUBLAS_WORKSPACE_CONFIG"] = ":16:8"
+    if "workspace-config-4096" in parts:
+        os.environ["CUBLAS_WORKSPACE_CONFIG"] = ":4096:8"
     if "lt-workspace" in parts:
         os.environ["CUBLASLT_WORKSPACE_SIZE"] = "1"
     if "cublaslt" in parts:
