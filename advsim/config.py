@@ -112,18 +112,20 @@ class EngineConfig:
               "(policies.vllm_seeded_sampler) instead of vLLM 0.22's one launch per request per step. Same "
               "distribution and log-probs, still a function of (request seed, step), but other tokens than vLLM's "
               "per-request generators for the same seeds, so a run cannot resume with it changed; a saved config "
-              "without the field sampled with vLLM's. Default (null): on for engine.kind 'vllm' on 'cuda' (falls "
-              "back to vLLM's sampler, with a warning, where it cannot install), off elsewhere; true outside vLLM "
-              "on CUDA is an error.")
+              "without the field sampled with vLLM's. Default (null): on for engine.kind 'vllm' on 'cuda', off "
+              "elsewhere; true outside vLLM on CUDA is an error, and so is an engine start where it cannot install "
+              "(another vLLM version, no Triton): the message says to set it false.")
     detokenize: bool | None = _f(
         None, "vLLM only: true lets vLLM detokenize every completion as it grows and build a log-prob object per "
               "token, every step; false returns token ids and flat log-probs only and decodes each completion "
-              "once (same tokens, log-probs and text; only host work goes). Default (null): false for vLLM on "
-              "CUDA, true elsewhere (vLLM's default; the CPU forward, not the host, bounds a step). Together with "
-              "batched_sampler it took the contract on the H200 from 6,119/7,199 to 7,659/9,152 generated "
-              "tokens/s at batch 64/256 (SmolLM2-135M; 1.00x/1.13x vLLM's default in the same call), diff = 0 "
-              "in every row (results/h200-contract-light-2026-12-05). May change on --resume; ignored by kind "
-              "'torch'.")
+              "once (same tokens and log-probs; the same text for byte-level BPE tokenizers such as SmolLM2's, "
+              "while a SentencePiece one may decode a completion's first word differently, so a run cannot resume "
+              "with it changed; a saved config without the field detokenized every step). Default (null): false "
+              "for vLLM on CUDA, true elsewhere (vLLM's default; the CPU forward, not the host, bounds a step). "
+              "Together with batched_sampler it took the contract on the H200 from 6,119/7,199 to 7,659/9,152 "
+              "generated tokens/s at batch 64/256 (SmolLM2-135M, consecutive calls; 1.00x/1.13x vLLM's default in "
+              "the same call), diff = 0 in every row at 135M (results/h200-contract-light-2026-12-05). Ignored by "
+              "kind 'torch'.")
 
     def __post_init__(self) -> None:
         from policies.engines import check_engine_settings

@@ -49,7 +49,9 @@ import sys
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
-from advsim.config import TrainConfig, dump_config
+import yaml
+
+from advsim.config import RUN_RECORD_DEFAULTS, TrainConfig, dump_config
 from forms_bench.atomic import append_jsonl, atomic_write_bytes, atomic_write_json, atomic_write_text
 from policies.adapters import ROLES
 
@@ -66,9 +68,9 @@ log = logging.getLogger(__name__)
 # engine.threads is not one of them: on CPU the thread count changes how torch and vLLM split float
 # sums, so log-probs (and the logged diff statistics) move in the last bits. The KV-cache sizes can
 # change vLLM's batching, which leaves results alone only under the batch-invariant contract
-# (engine.consistency), the mode a resumable run is meant to use. engine.detokenize changes only when vLLM
-# decodes the text (every step or once per completion): the same tokens, log-probs and text.
-RESUMABLE_CHANGES = ("name", "stages", "engine.kv_cache_gib", "engine.gpu_memory_utilization", "engine.detokenize")
+# (engine.consistency), the mode a resumable run is meant to use. engine.detokenize is not one either:
+# the text it decodes once per completion equals vLLM's for byte-level BPE tokenizers only.
+RESUMABLE_CHANGES = ("name", "stages", "engine.kv_cache_gib", "engine.gpu_memory_utilization")
 
 
 class RunFileError(ValueError):
@@ -195,6 +197,26 @@ class RunDir:
             return load_config(p, run_record=True)
         except ConfigError as exc:
             raise RunFileError(f"{p}: the run's saved config cannot be read: {exc}") from None
+
+    def fields_added_since(self) -> list[str]:
+        """The fields of :data:`advsim.config.RUN_RECORD_DEFAULTS` (``"engine.batched_sampler"``)
+        that this run's ``config.yaml`` does not write because it was saved before they existed;
+        ``[]`` without a saved config.
+
+        Raises:
+            RunFileError: the saved config is not a YAML mapping of sections.
+        """
+        p = self.path / "config.yaml"
+        if not p.exists():
+            return []
+        try:
+            data = yaml.safe_load(p.read_text(encoding="utf-8")) or {}
+        except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+            raise RunFileError(f"{p}: the run's saved config cannot be read: {exc}") from None
+        if not isinstance(data, dict):
+            raise RunFileError(f"{p}: the run's saved config is not a mapping of sections")
+        return [f"{s}.{k}" for s, fields in RUN_RECORD_DEFAULTS.items() for k in fields
+                if not isinstance(data.get(s), dict) or k not in data[s]]
 
     def config_changes(self, cfg: TrainConfig) -> list[str]:
         """How ``cfg`` differs from the config this run was started with (``config.yaml``), one
@@ -497,12 +519,17 @@ class _EpisodeUnpickler(pickle._Unpickler):  # the Python unpickler: its BUILD c
 
 def run_digest(cfg: TrainConfig) -> str:
     """SHA-256 (16 hex digits) of what a run's rollouts depend on: the config without
-    :data:`RESUMABLE_CHANGES` (engine kind, dtype, ``max_model_len`` and threads, backbone, world, sampling
+    :data:`RESUMABLE_CHANGES` and without a field of :data:`advsim.config.RUN_RECORD_DEFAULTS`
+    that holds the value runs had before the field existed (engine kind, dtype, ``max_model_len`` and threads, backbone, world, sampling
     and limits all count) and advsim's version (a stand-in for the prompt formats in code).
     :class:`EpisodeStore` mixes it into every key."""
     from advsim import __version__
 
     d = cfg.to_dict()
+    for section, fields in RUN_RECORD_DEFAULTS.items():  # a field added since, at the value runs had before it,
+        for k, legacy in fields.items():                 # leaves the digest (and saved chunks' keys) as it was
+            if d.get(section, {}).get(k, object()) == legacy:
+                d[section].pop(k)
     for field in RESUMABLE_CHANGES:  # what a resume may change does not change a rollout
         *parents, leaf = field.split(".")
         node = d

@@ -55,8 +55,9 @@ def check_run_dir(cfg: TrainConfig, run: RunDir, resume: bool) -> None:
         if changes:
             from advsim.config import RUN_RECORD_DEFAULTS
 
+            predates = run.fields_added_since()  # only those the saved config.yaml does not write
             added = [f"{s}.{k}: {v!r}" for s, fields in RUN_RECORD_DEFAULTS.items() for k, v in fields.items()
-                     if any(c.startswith(f"{s}.{k}:") for c in changes)]
+                     if f"{s}.{k}" in predates and any(c.startswith(f"{s}.{k}:") for c in changes)]
             hint = (f" ({', '.join(added)} is what this run used: its config.yaml predates the field, so write it "
                     "out in the config you pass)") if added else ""
             raise RunExistsError(f"{run.path} was started with another config; resume it with its own "

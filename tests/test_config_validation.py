@@ -143,6 +143,7 @@ def test_batched_sampler_is_cuda_only_and_a_contract_bench_row(monkeypatch):
     assert full == {**cuda.CONFIGS["contract"], "batched_sampler": False, "detokenize": True}
     assert cuda.CONFIGS["contract-sampler"] == {**full, "batched_sampler": True}
     assert cuda.CONFIGS["contract-light"] == {**cuda.CONFIGS["contract-sampler"], "detokenize": False}
+    assert cuda.CONFIGS["contract-cublas"] == {**full, "cublas_linear": True}  # the 2026-12-04 label's engine
     for label in ("contract-full", "contract-sampler", "contract-light"):
         assert label in cuda.CONTRACT_LABELS and label in cuda.NOT_BY_DEFAULT
 

@@ -200,14 +200,15 @@ def test_batched_sampler_and_detokenize_defaults_by_device_and_old_runs_keep_the
     on and per-step detokenization off for vLLM on CUDA, vLLM's own behaviour elsewhere (the CPU
     record keeps its engine); VLLMEngine resolves its own None the same way for the contract only
     (``default`` stays vLLM's default, the bench's negative control); make_engine passes both on.
-    A CUDA run saved before the fields existed sampled with vLLM's sampler: resuming it under
-    today's default is a config change that says what to write; detokenize may change on resume
-    (same tokens, log-probs and text)."""
+    A CUDA run saved before the fields existed sampled with vLLM's sampler and detokenized every
+    step: resuming it under today's defaults is a config change whose error says what to write,
+    and writing it lets the run resume; a CPU run saved before resumes as it is, with the same
+    rollout digest (its saved chunks stay valid)."""
     import yaml
 
     import advsim.config as config_mod
     from advsim.config import ConfigError, EngineConfig, config_from_dict
-    from advsim.run import RunDir
+    from advsim.run import RunDir, run_digest
     from advsim.train import RunExistsError, check_run_dir
     from policies.engines import base
     from policies.engines.vllm_engine import _speed_options
@@ -222,6 +223,18 @@ def test_batched_sampler_and_detokenize_defaults_by_device_and_old_runs_keep_the
     with pytest.raises(ConfigError, match=r"engine.batched_sampler is for vLLM on CUDA .*kind 'vllm' on 'cpu'"):
         config_from_dict({"engine": {"kind": "vllm", "device": "cpu", "batched_sampler": True}})
     assert config_from_dict({"engine": {"kind": "vllm", "device": "cpu", "detokenize": False}}).engine.detokenize is False
+
+    cpu = config_from_dict(TINY)
+    cpu_run = RunDir(tmp_path / "cpu")
+    legacy_cpu = cpu.to_dict()
+    for k in ("batched_sampler", "detokenize", "cublas_linear"):
+        del legacy_cpu["engine"][k]
+    (cpu_run.path / "config.yaml").write_text(yaml.safe_dump(legacy_cpu))
+    assert cpu_run.config_changes(cpu) == []
+    assert cpu_run.fields_added_since() == ["engine.cublas_linear", "engine.batched_sampler", "engine.detokenize"]
+    # the digest drops fields at their legacy value: the same whether the config wrote them or not
+    assert run_digest(config_from_dict(cpu.to_dict())) == run_digest(config_from_dict(legacy_cpu))
+    assert run_digest(config_from_dict({**TINY, "engine": {**TINY["engine"], "detokenize": False}})) != run_digest(cpu)
 
     monkeypatch.setattr("policies.engines.check_engine_settings", lambda *a, **k: None)
     monkeypatch.setattr(config_mod, "_memory_gib", lambda device="cpu": 141)
@@ -242,19 +255,73 @@ def test_batched_sampler_and_detokenize_defaults_by_device_and_old_runs_keep_the
     base.make_engine(e, backbone="x")
     assert (got["batched_sampler"], got["detokenize"]) == (True, False)
 
-    cfg = config_from_dict({**TINY, "engine": {**TINY["engine"], "kind": "vllm", "device": "cuda",
-                                               "dtype": "bfloat16"}})
+    cuda = {**TINY["engine"], "kind": "vllm", "device": "cuda", "dtype": "bfloat16"}
+    cfg = config_from_dict({**TINY, "engine": cuda})
     run = RunDir(tmp_path / "run")
     legacy = cfg.to_dict()
     del legacy["engine"]["batched_sampler"], legacy["engine"]["detokenize"]  # saved before the fields existed
     (run.path / "config.yaml").write_text(yaml.safe_dump(legacy))
     saved = run.saved_config().engine
     assert (saved.batched_sampler, saved.detokenize) == (False, True)
-    assert run.config_changes(cfg) == ["engine.batched_sampler: False -> True"]  # detokenize: resumable
+    assert run.config_changes(cfg) == ["engine.batched_sampler: False -> True", "engine.detokenize: True -> False"]
     monkeypatch.setattr(run, "latest", lambda: ("capability-iter-1", {}))
-    with pytest.raises(RunExistsError, match=r"Changed: engine.batched_sampler: False -> True \(engine."
-                                             r"batched_sampler: False is what this run used"):
+    with pytest.raises(RunExistsError, match=r"Changed: engine.batched_sampler: False -> True; engine.detokenize: "
+                                             r"True -> False \(engine.batched_sampler: False, engine.detokenize: "
+                                             r"True is what this run used: its config.yaml predates the field"):
         check_run_dir(cfg, run, resume=True)
+    written = config_from_dict({**TINY, "engine": {**cuda, "batched_sampler": False, "detokenize": True}})
+    check_run_dir(written, run, resume=True)  # what the message says to write lets it resume
+
+    # a run saved since, with the field written out: a change is refused without the "predates" hint
+    (run.path / "config.yaml").write_text(yaml.safe_dump(cfg.to_dict()))
+    assert run.fields_added_since() == []
+    with pytest.raises(RunExistsError) as err:
+        check_run_dir(written, run, resume=True)
+    assert "engine.batched_sampler: True -> False" in str(err.value) and "predates" not in str(err.value)
+
+
+def test_batched_sampler_falls_back_only_when_not_asked_for(monkeypatch):
+    """Where the batched sampler cannot install, VLLMEngine's default (None) keeps vLLM's sampler
+    with a warning, but an explicit True — what a config's resolved engine.batched_sampler passes —
+    is an error that says how to turn it off (the run's record would be wrong otherwise)."""
+    import logging
+
+    from policies import vllm_seeded_sampler
+    from policies.engines.vllm_engine import _install_sampler
+
+    monkeypatch.setattr(vllm_seeded_sampler, "install", lambda: (False, "vLLM 0.23.0: read against 0.22.x only"))
+    with pytest.raises(ValueError, match=r"batched_sampler: vLLM 0.23.0: read against 0.22.x only; set "
+                                         r"engine.batched_sampler: false"):
+        _install_sampler(asked=True)
+    with _caplog_at(logging.WARNING) as records:
+        assert _install_sampler(asked=False) is None
+    assert any("not available here (vLLM 0.23.0" in r.getMessage() for r in records)
+    monkeypatch.setattr(vllm_seeded_sampler, "install", lambda: (True, "one Philox launch for every seeded row"))
+    monkeypatch.delenv("VLLM_USE_V2_MODEL_RUNNER", raising=False)
+    assert _install_sampler(asked=True) == "batched: one Philox launch for every seeded row"
+    import os
+
+    assert os.environ.pop("VLLM_USE_V2_MODEL_RUNNER") == "0"
+
+
+class _caplog_at:
+    """Collect the records of policies.engines.vllm_engine's logger at ``level`` (a small caplog
+    that does not depend on logging's propagation settings)."""
+
+    def __init__(self, level):
+        import logging
+
+        self.level, self.records = level, []
+        self.logger = logging.getLogger("policies.engines.vllm_engine")
+        self.handler = logging.Handler(level)
+        self.handler.emit = self.records.append
+
+    def __enter__(self):
+        self.logger.addHandler(self.handler)
+        return self.records
+
+    def __exit__(self, *exc):
+        self.logger.removeHandler(self.handler)
 
 
 def test_workspace_config_is_checked_and_kept_after_vllms_init(monkeypatch):

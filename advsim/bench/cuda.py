@@ -87,7 +87,8 @@ CONFIGS = {
     "contract-eager": dict(consistent=True, cuda_graphs=False),
     "contract-fa3": dict(consistent=True, cuda_graphs=True, attention_backend="FLASH_ATTN"),
     "contract-triton": dict(consistent=True, cuda_graphs=True, cublas_linear=False),
-    "contract-cublas": dict(consistent=True, cuda_graphs=True, cublas_linear=True),
+    "contract-cublas": dict(consistent=True, cuda_graphs=True, cublas_linear=True, batched_sampler=False,
+                            detokenize=True),
     "contract-full": dict(consistent=True, cuda_graphs=True, batched_sampler=False, detokenize=True),
     "contract-ws4096": dict(consistent=True, cuda_graphs=True, cublas_workspace_config=":4096:8"),
     "contract-nows": dict(consistent=True, cuda_graphs=True, cublas_workspace_config=None),
@@ -103,14 +104,15 @@ on cuBLAS without split-K where the engine proves it row-invariant at start
 (:mod:`policies.vllm_seeded_sampler`) and no per-step detokenization (``detokenize=False``: token
 ids and flat log-probs only, text decoded once per completion); ``contract-eager``,
 ``contract-fa3`` and ``contract-triton`` change one of those choices each (they show whether it is
-needed or what it costs; ``contract-triton`` is vLLM 0.22's own batch-invariant Triton matmul for
-the linear layers, the contract before 2026-12-04); ``contract-full`` is the contract with vLLM's
+needed or what it costs; ``contract-triton`` runs the linear layers on vLLM 0.22's own
+batch-invariant Triton matmul, the linear kernel of the contract before 2026-12-04); ``contract-full`` is the contract with vLLM's
 per-request sampler and per-step output (the contract from 2026-12-04 to 2026-12-05, labelled
 ``contract`` in those results); ``contract-ws4096`` and ``contract-nows`` keep
 ``CUBLAS_WORKSPACE_CONFIG`` at ``:4096:8`` or unset instead of vLLM's ``:16:8`` (which costs
 every eager matmul ~120 µs of host time; ``VLLMEngine(cublas_workspace_config=…)``). Labels of earlier measurements, the same engines stated
-explicitly: ``contract-cublas`` (cuBLAS; = ``contract-full`` today), ``contract-sampler`` (the
-batched sampler alone) and ``contract-light`` (= ``contract`` today; the label of the 2026-12-05
+explicitly: ``contract-cublas`` (cuBLAS with vLLM's sampler and per-step output: the 2026-12-04
+measurements' label; = ``contract-full``), ``contract-sampler`` (the batched sampler alone; not
+measured on a GPU) and ``contract-light`` (= ``contract`` today; the label of the 2026-12-05
 measurements). ``default`` is vLLM's own default configuration (the negative control);
 ``default-base`` is ``default`` with LoRA off and no adapter on any request — a throughput
 diagnostic only (with ``transformers-base``, transformers without the adapter): how much of every

@@ -90,6 +90,30 @@ def cuda_llm_settings(consistent: bool, cuda_graphs: bool = True, attention_back
     return out
 
 
+def _install_sampler(asked: bool) -> str | None:
+    """Install the batched seeded sampler (:func:`policies.vllm_seeded_sampler.install`) and
+    return the engine's ``sampler`` label; where it cannot install, None (vLLM's own sampler runs,
+    with a warning) if it came from the default, an error if it was asked for.
+
+    Raises:
+        ValueError: ``asked`` and the sampler cannot install here (another vLLM version, no
+            Triton, no CUDA): running vLLM's sampler instead would make the run's record
+            (``engine.batched_sampler: true``) or a bench label wrong.
+    """
+    from policies import vllm_seeded_sampler
+
+    ok, why = vllm_seeded_sampler.install()
+    if ok:
+        os.environ["VLLM_USE_V2_MODEL_RUNNER"] = "0"  # vLLM 0.22's V2 runner samples elsewhere (gpu/sample/)
+        return f"batched: {why}"
+    if asked:
+        raise ValueError(f"batched_sampler: {why}; set engine.batched_sampler: false (VLLMEngine("
+                         "batched_sampler=False)) to sample with vLLM's own per-request sampler")
+    log.warning("VLLMEngine: the batched seeded sampler is not available here (%s); vLLM's own "
+                "per-request sampler runs", why)
+    return None
+
+
 def _speed_options(device: str, consistent: bool, batched_sampler: bool | None,
                    detokenize: bool | None) -> tuple[bool, bool]:
     """``(batched_sampler, detokenize)`` for a :class:`VLLMEngine`: a value given stays; None
@@ -215,17 +239,19 @@ class VLLMEngine:
             running request. False: ``SamplingParams(detokenize=False, flat_logprobs=True)`` —
             vLLM returns token ids and flat log-prob lists only, and the text is decoded here once
             per completion (:meth:`_text`: the stop token and a character cut in half left out, as
-            vLLM does); the tokens, log-probs and text are the same (tested on the CPU), only host
-            work per step goes. Default (None): False for ``consistent=True`` on CUDA, True
+            vLLM does); the tokens and log-probs are the same, and the text for byte-level BPE
+            tokenizers (tested on the CPU); only host work per step goes. Default (None): False for ``consistent=True`` on CUDA, True
             elsewhere (vLLM's default; on the CPU the forward, not the host, bounds a step).
 
             Measured together (``contract`` since 2026-12-05, ``contract-full`` without both; one
             H200, executor adapter on every request, 512-token prompts, 128 new tokens, median of
             3, ``results/h200-contract-light-2026-12-05``): SmolLM2-135M 7,659 / 9,152 generated
             tokens/s at batch 64 / 256 against 6,119 / 7,199 without them (the next call on the
-            same machine), = 1.00× / 1.13× vLLM's default in the same call; SmolLM2-1.7B shapes
-            1.44× / 1.01× vLLM's default in the same call (0.88× / 0.91× before); diff = 0 in
-            every consistency row.
+            same machine), 1.00× / 1.13× vLLM's default in the same call; diff = 0 in every
+            consistency row at 135M (not yet run at other shapes with them). At SmolLM2-1.7B's
+            shapes 6,224 / 8,088, 3 % / 6 % above the contract of 2026-12-04 (another machine).
+            Only the CPU's equality of text is tested, for SmolLM2's byte-level BPE: a
+            SentencePiece tokenizer may decode a completion's first word differently (:meth:`_text`).
 
     The batch-invariant mode is process-wide (vLLM reads it at import): every VLLMEngine of a
     process on CUDA must agree on ``consistent``; a second one that does not raises
@@ -286,17 +312,7 @@ class VLLMEngine:
                 "VLLMEngine linear layers: %s (%s)", self.linear_kernel, self.linear_kernel_reason)
         self.sampler = "vllm (one generator per seeded request)"  # CUDA: or the batched Philox sampler
         if batched_sampler:
-            from policies import vllm_seeded_sampler
-
-            ok, why = vllm_seeded_sampler.install()
-            if ok:
-                os.environ["VLLM_USE_V2_MODEL_RUNNER"] = "0"  # vLLM 0.22's V2 runner samples elsewhere (gpu/sample/)
-                self.sampler = f"batched: {why}"
-            elif sampler_asked:  # asked for explicitly: running vLLM's own sampler would mislabel a measurement
-                raise ValueError(f"batched_sampler: {why}")
-            else:
-                log.warning("VLLMEngine: the batched seeded sampler is not available here (%s); vLLM's own "
-                            "per-request sampler runs", why)
+            self.sampler = _install_sampler(asked=sampler_asked) or self.sampler
         elif device == "cuda":
             from policies import vllm_seeded_sampler
 
