@@ -123,21 +123,29 @@ def test_engine_reports_which_kernel_runs_the_linear_layers(monkeypatch, tmp_pat
         "triton", "model_weight_shapes knows Llama-family layouts only, got model_type 'qwen2'")
 
 
-def test_config_and_make_engine_carry_cublas_linear(monkeypatch):
-    from advsim.config import EngineConfig
+def _capture_vllm_engine_kwargs(monkeypatch) -> dict:
+    """Make ``make_engine`` build a stand-in for VLLMEngine (no model, any device) and return the
+    dict its keyword arguments land in."""
+    import policies.engines.vllm_engine as ve
     from policies.engines import base
 
-    assert EngineConfig().cublas_linear is False  # vLLM on the CPU: no such kernel choice
-    got = {}
+    got: dict = {}
 
     class Fake:
         def __init__(self, model, **kw):
             got.update(kw)
 
-    import policies.engines.vllm_engine as ve
-
     monkeypatch.setattr(ve, "VLLMEngine", Fake)
     monkeypatch.setattr(base, "check_engine_settings", lambda *a, **k: None)
+    return got
+
+
+def test_config_and_make_engine_carry_cublas_linear(monkeypatch):
+    from advsim.config import EngineConfig
+    from policies.engines import base
+
+    assert EngineConfig().cublas_linear is False  # vLLM on the CPU: no such kernel choice
+    got = _capture_vllm_engine_kwargs(monkeypatch)
     settings = SimpleNamespace(kind="vllm", device="cuda", dtype="bfloat16", max_model_len=64, kv_cache_gib=1,
                                threads=1, max_num_seqs=4, cublas_linear=True)
     base.make_engine(settings, backbone="x")
@@ -242,16 +250,7 @@ def test_batched_sampler_and_detokenize_defaults_by_device_and_old_runs_keep_the
     assert (e.batched_sampler, e.detokenize) == (True, False)
     assert EngineConfig(kind="torch", device="cuda", dtype="bfloat16").batched_sampler is False
 
-    got = {}
-
-    class Fake:
-        def __init__(self, model, **kw):
-            got.update(kw)
-
-    import policies.engines.vllm_engine as ve
-
-    monkeypatch.setattr(ve, "VLLMEngine", Fake)
-    monkeypatch.setattr(base, "check_engine_settings", lambda *a, **k: None)
+    got = _capture_vllm_engine_kwargs(monkeypatch)
     base.make_engine(e, backbone="x")
     assert (got["batched_sampler"], got["detokenize"]) == (True, False)
 
