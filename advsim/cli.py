@@ -132,7 +132,8 @@ _CONFIGS_HELP = ("cuda only: comma-separated configurations to measure (default:
                  "contract-triton, default, and transformers for throughput); also contract-full (the contract with vLLM's "
                  "per-request sampler and per-step detokenization, as until 2026-12-05), contract-ws4096 and "
                  "contract-nows (CUBLAS_WORKSPACE_CONFIG :4096:8 or unset instead of vLLM's :16:8), the labels of earlier "
-                 "measurements contract-cublas, contract-sampler and contract-light, and the no-adapter "
+                 "measurements contract-cublas and contract-light, contract-sampler (the batched sampler alone, not yet "
+                 "measured), and the no-adapter "
                  "diagnostics default-base, transformers-base, and transformers-dynamic (no static cache, no compile)")
 _BACKBONE_HELP = ("cuda only: the model every configuration runs: the embedded default, a local checkpoint folder, "
                   "or random:smollm2-360m / random:smollm2-1.7b (those shapes, random weights, built once)")

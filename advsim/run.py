@@ -526,8 +526,11 @@ def run_digest(cfg: TrainConfig) -> str:
     from advsim import __version__
 
     d = cfg.to_dict()
-    for section, fields in RUN_RECORD_DEFAULTS.items():  # a field added since, at the value runs had before it,
-        for k, legacy in fields.items():                 # leaves the digest (and saved chunks' keys) as it was
+    # a field added since, at the value runs had before it, leaves the digest (and saved chunks' keys) as it was
+    # for runs saved before the field existed; runs started while a field was still hashed (cublas_linear,
+    # 2026-12-04/05) get a new digest once: their interrupted phase samples its chunks again (time, not results)
+    for section, fields in RUN_RECORD_DEFAULTS.items():
+        for k, legacy in fields.items():
             if d.get(section, {}).get(k, object()) == legacy:
                 d[section].pop(k)
     for field in RESUMABLE_CHANGES:  # what a resume may change does not change a rollout

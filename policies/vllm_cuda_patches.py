@@ -194,8 +194,9 @@ def hopper_settings(workspace_config: str | None = VLLM_WORKSPACE_CONFIG) -> Non
 
     Args:
         workspace_config: the ``CUBLAS_WORKSPACE_CONFIG`` to set (None: remove it, PyTorch's
-            default, 32 MiB on Hopper). vLLM's ``:16:8`` costs every eager matmul ~120 µs of host
-            time with torch 2.11 on an H100 (``scripts/gpu/mm_host_cost.py``); the cuBLASLt
+            default, 32 MiB on Hopper). vLLM's Hopper cuBLAS settings together cost every eager
+            matmul 130–162 µs of host time against 14–23 µs with torch 2.11 on an H100, ``:16:8``
+            the largest single part (85 µs alone; ``scripts/gpu/mm_host_cost.py``); the cuBLASLt
             workspace, which is what keeps split-K off for our linear layers, stays 1 KiB.
 
     Raises:

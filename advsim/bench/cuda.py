@@ -15,8 +15,8 @@ three seeded random LoRA role adapters (r = 8, A, B ~ N(0, 0.05²)) and, later, 
   (the same, eager), ``contract-fa3`` (the same with FlashAttention 3) and ``contract-triton`` (the
   same with vLLM's batch-invariant Triton matmul for the linear layers): one choice of the contract
   changed each; ``contract-full`` (vLLM's per-request sampler and per-step output: the contract
-  until 2026-12-05); ``contract-cublas``, ``contract-sampler`` and ``contract-light``: labels of
-  earlier measurements (see :data:`CONFIGS`); ``default`` — vLLM as a user runs it (CUDA graphs,
+  until 2026-12-05); ``contract-cublas`` and ``contract-light``: labels of earlier measurements,
+  ``contract-sampler``: the batched sampler alone, not yet measured (see :data:`CONFIGS`); ``default`` — vLLM as a user runs it (CUDA graphs,
   default attention backend, batch-invariant mode off): the **negative control**, which must
   differ. All keep vLLM's prefix caching on (the engine's default).
 * Consistency rows (each: compared tokens, bit-equal tokens, max/mean/std |Δℓ|, k3 KL, the
@@ -108,8 +108,9 @@ needed or what it costs; ``contract-triton`` runs the linear layers on vLLM 0.22
 batch-invariant Triton matmul, the linear kernel of the contract before 2026-12-04); ``contract-full`` is the contract with vLLM's
 per-request sampler and per-step output (the contract from 2026-12-04 to 2026-12-05, labelled
 ``contract`` in those results); ``contract-ws4096`` and ``contract-nows`` keep
-``CUBLAS_WORKSPACE_CONFIG`` at ``:4096:8`` or unset instead of vLLM's ``:16:8`` (which costs
-every eager matmul ~120 µs of host time; ``VLLMEngine(cublas_workspace_config=…)``). Labels of earlier measurements, the same engines stated
+``CUBLAS_WORKSPACE_CONFIG`` at ``:4096:8`` or unset instead of vLLM's ``:16:8`` (the largest
+single part of the ~130–162 µs of host time vLLM's Hopper cuBLAS settings cost every eager matmul;
+``VLLMEngine(cublas_workspace_config=…)``). Labels of earlier measurements, the same engines stated
 explicitly: ``contract-cublas`` (cuBLAS with vLLM's sampler and per-step output: the 2026-12-04
 measurements' label; = ``contract-full``), ``contract-sampler`` (the batched sampler alone; not
 measured on a GPU) and ``contract-light`` (= ``contract`` today; the label of the 2026-12-05

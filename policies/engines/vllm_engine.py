@@ -220,9 +220,10 @@ class VLLMEngine:
         cublas_workspace_config: CUDA with the cuBLAS linear layers only: the
             ``CUBLAS_WORKSPACE_CONFIG`` the process keeps (default vLLM's ``:16:8``; None: unset,
             PyTorch's 32 MiB; e.g. ``":4096:8"``), for the row-invariance proof and after vLLM's
-            start (:func:`policies.vllm_cuda_patches.keep_workspace_config`). With ``:16:8`` every
-            eager matmul (prefill, the learner) costs the host ~130–156 µs against 14–20 µs
-            without (H100, torch 2.11, ``scripts/gpu/mm_host_cost.py``); split-K for our linear
+            start (:func:`policies.vllm_cuda_patches.keep_workspace_config`). With vLLM's Hopper
+            cuBLAS settings every eager matmul (prefill, the learner) costs the host 130–162 µs
+            against 14–23 µs with PyTorch's, ``:16:8`` the largest single part (85 µs alone; H100,
+            torch 2.11, ``scripts/gpu/mm_host_cost.py``); split-K for our linear
             layers stays off through the 1 KiB cuBLASLt workspace either way. The other values
             are unmeasured on a GPU (bench rows ``contract-ws4096``, ``contract-nows``).
         batched_sampler: CUDA only: draw every seeded request's sampling noise in one Triton
@@ -249,7 +250,7 @@ class VLLMEngine:
             tokens/s at batch 64 / 256 against 6,119 / 7,199 without them (the next call on the
             same machine), 1.00× / 1.13× vLLM's default in the same call; diff = 0 in every
             consistency row at 135M (not yet run at other shapes with them). At SmolLM2-1.7B's
-            shapes 6,224 / 8,088, 3 % / 6 % above the contract of 2026-12-04 (another machine).
+            shapes 6,224 / 8,088, 3 % / 6 % above 2026-12-04b's contract (6,052 / 7,614, another machine).
             Only the CPU's equality of text is tested, for SmolLM2's byte-level BPE: a
             SentencePiece tokenizer may decode a completion's first word differently (:meth:`_text`).
 
