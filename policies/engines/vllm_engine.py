@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any, Sequence, Union
 
 from policies.adapters import AdapterRef
+from policies.vllm_cuda_patches import VLLM_WORKSPACE_CONFIG, check_workspace_config
 
 log = logging.getLogger(__name__)
 
@@ -125,7 +126,7 @@ def _speed_options(device: str, consistent: bool, batched_sampler: bool | None,
 
 
 def _linear_kernel(path, consistent: bool, cublas_linear: bool, max_rows: int = 8192,
-                   workspace_config: str | None = ":16:8") -> tuple[str, str]:
+                   workspace_config: str | None = VLLM_WORKSPACE_CONFIG) -> tuple[str, str]:
     """Which kernel vLLM on CUDA runs the linear layers with, installing the cuBLAS patch when
     asked (:mod:`policies.vllm_cuda_patches`); returns ``(kernel, reason)``."""
     from policies import vllm_cuda_patches
@@ -279,14 +280,12 @@ class VLLMEngine:
                  dtype: str = "float32", cuda_graphs: bool = True,
                  attention_backend: str | None = None, gpu_memory_utilization: float = 0.9,
                  cublas_linear: bool = True, batched_sampler: bool | None = None,
-                 detokenize: bool | None = None, cublas_workspace_config: str | None = ":16:8") -> None:
+                 detokenize: bool | None = None, cublas_workspace_config: str | None = VLLM_WORKSPACE_CONFIG) -> None:
         from policies.backbone import cache_root, load_tokenizer, resolve_backbone
 
         check_engine_settings("vllm", device, dtype)
         if batched_sampler and device != "cuda":
             raise ValueError(f"batched_sampler is for vLLM on CUDA (vLLM 0.22's sampler); device is {device!r}")
-        from policies.vllm_cuda_patches import check_workspace_config
-
         check_workspace_config(cublas_workspace_config)
         sampler_asked = batched_sampler is not None
         batched_sampler, detokenize = _speed_options(device, consistent, batched_sampler, detokenize)
