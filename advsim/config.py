@@ -126,6 +126,16 @@ class EngineConfig:
               "generated tokens/s at batch 64/256 (SmolLM2-135M, consecutive calls; 1.00x/1.13x vLLM's default in "
               "the same call), diff = 0 in every row at 135M (results/h200-contract-light-2026-12-05). Ignored by "
               "kind 'torch'.")
+    cublas_workspace_config: str | None = _f(
+        None, "vLLM on CUDA only: the CUBLAS_WORKSPACE_CONFIG the engine's process keeps: 'unset' (no variable, "
+              "PyTorch's default workspace), 'vllm' (leave it to vLLM: its batch-invariant mode sets ':16:8' on "
+              "Hopper) or ':SIZE:COUNT'. Split-K for the cuBLAS linear layers stays off either way (1 KiB cuBLASLt "
+              "workspace; proven at engine start under this value). Default (null): 'unset' for vLLM on CUDA, "
+              "'vllm' (untouched) elsewhere, where any other value is an error. On an H100 the variable cost every "
+              "eager matmul 57-90 us of host time; unset, the contract gave diff = 0 in every row at SmolLM2-135M "
+              "and 1.7B shapes and 9,913/9,233 generated tokens/s at batch 64/256 against 7,671/7,668 with ':16:8' "
+              "(135M, same call; results/h100-contract-nows-2026-12-05). May change values (another workspace), "
+              "so a run cannot resume with it changed; a saved config without the field ran 'vllm'.")
 
     def __post_init__(self) -> None:
         from policies.engines import check_engine_settings
@@ -144,6 +154,19 @@ class EngineConfig:
                              f"'cuda'); this engine is kind {self.kind!r} on {self.device!r}")
         if self.detokenize is None:
             object.__setattr__(self, "detokenize", not on_vllm_cuda)
+        if self.cublas_workspace_config is None:
+            object.__setattr__(self, "cublas_workspace_config", "unset" if on_vllm_cuda else "vllm")
+        else:
+            from policies.vllm_cuda_patches import workspace_value
+
+            try:
+                workspace_value(self.cublas_workspace_config)
+            except ValueError as exc:
+                raise ValueError(f"engine.{exc}") from None
+            if self.cublas_workspace_config != "vllm" and not on_vllm_cuda:
+                raise ValueError(f"engine.cublas_workspace_config is for vLLM on CUDA (engine.kind 'vllm', engine.device "
+                                 f"'cuda'); this engine is kind {self.kind!r} on {self.device!r}, where it stays 'vllm' "
+                                 "(untouched)")
 
 
 @dataclass(config=_STRICT)
@@ -176,7 +199,7 @@ class OptimConfig:
            "(demo-d: 12 samples of one group in 4 steps took level-0 success 50 % -> 42.5 %, n = 40).", ge=1)
     deterministic_backward: bool = _f(
         True, "On CUDA, run the learner's gradient graphs (GRPO updates and the warm start) under "
-              "torch.use_deterministic_algorithms(True, warn_only=False) (CUBLAS_WORKSPACE_CONFIG defaults to :4096:8), so "
+              "torch.use_deterministic_algorithms(True, warn_only=False) (with CUBLAS_WORKSPACE_CONFIG :4096:8 inside them unless it is :16:8 or :4096:8 already; PyTorch's cuBLAS needs one of the two there), so "
               "one seed gives the same adapters run to run. Without it PyTorch's SDPA backward in float32 is "
               "not reproducible: 8 LoRA steps on SmolLM2-135M's shapes left 417,314 of 488,448 adapter weights "
               "different between two identical runs on the H200, while three warm starts of "
@@ -516,12 +539,15 @@ def config_from_dict(data: dict) -> TrainConfig:
 
 
 RUN_RECORD_DEFAULTS: dict[str, dict[str, Any]] = {
-    "engine": {"cublas_linear": False, "batched_sampler": False, "detokenize": True}}
+    "engine": {"cublas_linear": False, "batched_sampler": False, "detokenize": True,
+               "cublas_workspace_config": "vllm"}}
 """Fields a run directory's ``config.yaml`` may lack because the run was saved before they
 existed, with the value such a run actually used (``engine.cublas_linear``: vLLM's Triton matmul;
 the default on vLLM + CUDA is cuBLAS since 2026-12-04; ``engine.batched_sampler``: vLLM's
 per-request sampler and ``engine.detokenize``: vLLM's per-step output, the defaults on vLLM + CUDA
-until 2026-12-05). Applied by ``load_config(…, run_record=True)``."""
+until 2026-12-05; ``engine.cublas_workspace_config``: vLLM's ``:16:8``, until 2026-12-05b — also
+today's value off vLLM + CUDA, so CPU runs' digests stay as they were). Applied by
+``load_config(…, run_record=True)``."""
 
 
 def load_config(path: str | Path, *, run_record: bool = False) -> TrainConfig:

@@ -53,6 +53,9 @@ from policies.grpo import Sample, completion_tensor, grpo_loss, sft_loss
 from policies.numerics import check, diff_report, surrogate
 
 log = logging.getLogger(__name__)
+DETERMINISTIC_WORKSPACE_CONFIGS = (":4096:8", ":16:8")
+"""The ``CUBLAS_WORKSPACE_CONFIG`` values PyTorch accepts under ``torch.use_deterministic_algorithms``
+(any other, or none, makes its cuBLAS calls raise ``RuntimeError``)."""
 
 
 def length_grouped_batches(lengths: Sequence[int], micro_batch: int, rng: random.Random,
@@ -109,10 +112,6 @@ class Learner:
             raise ValueError(f"engine.device is {e.device!r} but the given engine runs on {engine.device}")
         torch.manual_seed(cfg.seed)
         torch.set_num_threads(e.threads)
-        if self.device.type == "cuda" and cfg.optim.deterministic_backward:
-            # cuBLAS is deterministic only with a fixed workspace; vLLM's batch-invariant mode sets
-            # :16:8 itself (also deterministic), which setdefault keeps
-            os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
         if (self.device.type == "cuda" and e.kind == "vllm" and getattr(e, "cublas_linear", True)
                 and torch.cuda.get_device_capability(self.device)[0] == 9):
             # the engine's linear layers on cuBLAS (Hopper only: policies.vllm_cuda_patches) need split-K off
@@ -349,6 +348,13 @@ class Learner:
         with no deterministic kernel raises ``RuntimeError`` at the first update that uses it;
         set ``optim.deterministic_backward: false`` to trade reproducibility for running it.
 
+        PyTorch refuses cuBLAS in this mode unless ``CUBLAS_WORKSPACE_CONFIG`` is one of
+        :data:`DETERMINISTIC_WORKSPACE_CONFIGS`; the engine on CUDA keeps the variable unset
+        (``engine.cublas_workspace_config``: ~60–90 µs of host time per eager matmul), so where it
+        is not one of them it is ``:4096:8`` inside the block and back as it was on exit. On
+        Hopper ``:4096:8`` is the size PyTorch's default workspace has (32 MiB), so no cuBLAS
+        workspace changes size between the block and the engine.
+
         Measured on the H200 (``scripts/gpu/sft_determinism.py``): 8 AdamW steps of LoRA on
         SmolLM2-135M's shapes in float32, twice from one state: SDPA left 417,314 of 488,448 adapter
         weights different (max 3.4e-6); under this mode, or with eager attention, none.
@@ -357,11 +363,18 @@ class Learner:
             yield
             return
         before, before_warn = torch.are_deterministic_algorithms_enabled(), torch.is_deterministic_algorithms_warn_only_enabled()
+        workspace = os.environ.get("CUBLAS_WORKSPACE_CONFIG")
+        if workspace not in DETERMINISTIC_WORKSPACE_CONFIGS:
+            os.environ["CUBLAS_WORKSPACE_CONFIG"] = ":4096:8"
         torch.use_deterministic_algorithms(True, warn_only=False)
         try:
             yield
         finally:
             torch.use_deterministic_algorithms(before, warn_only=before_warn)
+            if workspace is None:
+                os.environ.pop("CUBLAS_WORKSPACE_CONFIG", None)
+            else:
+                os.environ["CUBLAS_WORKSPACE_CONFIG"] = workspace
 
     def update(self, role: str, samples: Sequence[Sample]) -> dict:
         """One GRPO-style update of ``role`` on ``samples`` (all sampled by its current version):

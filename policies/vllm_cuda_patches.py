@@ -183,6 +183,29 @@ def check_workspace_config(value: str | None) -> None:
                          "e.g. ':16:8' (vLLM's) or ':4096:8'")
 
 
+WORKSPACE_SETTINGS = ("unset", "vllm")
+"""The named values of an engine's ``cublas_workspace_config`` besides ``":SIZE:COUNT"``:
+``"unset"`` (no variable: PyTorch's default cuBLAS workspace) and ``"vllm"`` (leave the variable
+to vLLM: 0.22's batch-invariant mode sets :data:`VLLM_WORKSPACE_CONFIG` on Hopper)."""
+
+
+def workspace_value(setting: str) -> str | None:
+    """The ``CUBLAS_WORKSPACE_CONFIG`` an engine setting stands for: ``"unset"`` → None (no
+    variable), ``"vllm"`` → :data:`VLLM_WORKSPACE_CONFIG`, ``":SIZE:COUNT"`` → itself.
+
+    Raises:
+        ValueError: anything else (the message lists what is accepted).
+    """
+    if setting == "unset":
+        return None
+    if setting == "vllm":
+        return VLLM_WORKSPACE_CONFIG
+    if not (isinstance(setting, str) and _WORKSPACE_CONFIG.fullmatch(setting)):
+        raise ValueError(f"cublas_workspace_config {setting!r} is not 'unset', 'vllm' or ':SIZE:COUNT' (KiB, "
+                         "count), e.g. ':4096:8'")
+    return setting
+
+
 def hopper_settings(workspace_config: str | None = VLLM_WORKSPACE_CONFIG) -> None:
     """Apply the cuBLAS settings of vLLM 0.22's batch-invariant mode on Hopper now, as its worker
     will (``batch_invariant.enable_batch_invariant_mode``'s Hopper branch and
@@ -195,9 +218,11 @@ def hopper_settings(workspace_config: str | None = VLLM_WORKSPACE_CONFIG) -> Non
     Args:
         workspace_config: the ``CUBLAS_WORKSPACE_CONFIG`` to set (None: remove it, PyTorch's
             default, 32 MiB on Hopper). vLLM's Hopper cuBLAS settings together cost every eager
-            matmul 130–162 µs of host time against 14–23 µs with torch 2.11 on an H100, ``:16:8``
-            the largest single part (85 µs alone; ``scripts/gpu/mm_host_cost.py``); the cuBLASLt
-            workspace, which is what keeps split-K off for our linear layers, stays 1 KiB.
+            matmul 130–162 µs of host time against 14–23 µs with torch 2.11 on an H100; the
+            variable is the largest part: 57–85 µs alone at ``:16:8``, 90 µs at ``:4096:8``, while
+            the rest of the set with it unset costs 26.5 µs (``scripts/gpu/mm_host_cost.py``,
+            ``results/h100-contract-nows-2026-12-05``). The cuBLASLt workspace, which is what keeps
+            split-K off for our linear layers, stays 1 KiB.
 
     Raises:
         ValueError: a ``workspace_config`` PyTorch cannot parse (:func:`check_workspace_config`).
@@ -275,9 +300,10 @@ def install(shapes: Iterable[tuple[int, int]], max_rows: int = 8192,
         max_rows: the most rows one product can have: the engine's ``max_num_batched_tokens``.
         rows: the row counts to prove instead of ``row_counts(max_rows)``.
         workspace_config: ``CUBLAS_WORKSPACE_CONFIG`` for the proof and, if it differs from
-            vLLM's, kept after vLLM's start (:func:`keep_workspace_config`); None: unset. Not yet
-            measured on a GPU with anything but vLLM's ``:16:8`` (bench rows ``contract-ws4096``
-            and ``contract-nows``). Only the first successful install of a process sets it.
+            vLLM's, kept after vLLM's start (:func:`keep_workspace_config`); None: unset (the
+            engine's default since 2026-12-05: diff = 0 in every consistency row at SmolLM2-135M
+            and 1.7B shapes on an H100, ``results/h100-contract-nows-2026-12-05``; ``:4096:8`` is
+            unmeasured). Only the first successful install of a process sets it.
 
     Returns:
         ``(installed, reason)``.

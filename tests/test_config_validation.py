@@ -129,8 +129,8 @@ def test_cuda_without_cuda_is_a_clear_error(tmp_path):
 def test_batched_sampler_is_cuda_only_and_a_contract_bench_row(monkeypatch):
     """``VLLMEngine(batched_sampler=True)`` off CUDA is a ValueError before any model loads; the
     bench's ``contract`` row (the engine's defaults) has it through the engine's default,
-    ``contract-full`` is the contract without it and without ``detokenize=False`` (the contract
-    until 2026-12-05), ``contract-sampler`` adds the sampler alone and ``contract-light`` both —
+    ``contract-full`` is the contract without it, without ``detokenize=False`` and with vLLM's
+    ``:16:8`` (the contract until 2026-12-05), ``contract-sampler`` adds the sampler alone and ``contract-light`` both —
     all contract rows (their consistency rows must be bit-identical), measured only when named."""
     import policies.backbone as pb
     from advsim.bench import cuda
@@ -140,7 +140,11 @@ def test_batched_sampler_is_cuda_only_and_a_contract_bench_row(monkeypatch):
     with pytest.raises(ValueError, match="batched_sampler is for vLLM on CUDA .*device is 'cpu'"):
         VLLMEngine(batched_sampler=True)
     full = cuda.CONFIGS["contract-full"]
-    assert full == {**cuda.CONFIGS["contract"], "batched_sampler": False, "detokenize": True}
+    assert full == {**cuda.CONFIGS["contract"], "batched_sampler": False, "detokenize": True,
+                    "cublas_workspace_config": "vllm"}
+    # 2026-12-05a's label: contract-ws16 with the two options (today's defaults) stated
+    assert cuda.CONFIGS["contract-light"] == {**cuda.CONFIGS["contract-ws16"], "batched_sampler": True,
+                                              "detokenize": False}
     assert cuda.CONFIGS["contract-sampler"] == {**full, "batched_sampler": True}
     assert cuda.CONFIGS["contract-light"] == {**cuda.CONFIGS["contract-sampler"], "detokenize": False}
     assert cuda.CONFIGS["contract-cublas"] == {**full, "cublas_linear": True}  # the 2026-12-04 label's engine
@@ -705,13 +709,14 @@ def test_cuda_bench_names_an_unknown_configuration_before_anything_runs():
     from advsim.bench import cuda
 
     with pytest.raises(ValueError, match=r"unknown configuration\(s\) 'contract-cublass'; known: contract, "
-                                         r"contract-eager, contract-fa3, contract-triton, contract-cublas, contract-full, contract-ws4096, "
-                                         r"contract-nows, "
+                                         r"contract-eager, contract-fa3, contract-triton, contract-cublas, contract-full, contract-ws16, "
+                                         r"contract-ws4096, contract-nows, "
                                          r"contract-sampler, contract-light, default, default-base, transformers, transformers-base, "
                                          r"transformers-dynamic, "
                                          r"gradient"):
         cuda.run(("throughput",), labels=["contract", "contract-cublass"])
-    assert set(cuda.NOT_BY_DEFAULT) == {"contract-full", "contract-ws4096", "contract-nows", "contract-cublas",
+    assert set(cuda.NOT_BY_DEFAULT) == {"contract-full", "contract-ws16", "contract-ws4096", "contract-nows",
+                                        "contract-cublas",
                                         "contract-sampler", "contract-light", "default-base"}
     assert ("default-base", "transformers-base") in cuda.RATIOS and ("contract", "transformers") in cuda.RATIOS
 

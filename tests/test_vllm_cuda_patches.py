@@ -235,11 +235,12 @@ def test_batched_sampler_and_detokenize_defaults_by_device_and_old_runs_keep_the
     cpu = config_from_dict(TINY)
     cpu_run = RunDir(tmp_path / "cpu")
     legacy_cpu = cpu.to_dict()
-    for k in ("batched_sampler", "detokenize", "cublas_linear"):
+    for k in ("batched_sampler", "detokenize", "cublas_linear", "cublas_workspace_config"):
         del legacy_cpu["engine"][k]
     (cpu_run.path / "config.yaml").write_text(yaml.safe_dump(legacy_cpu))
     assert cpu_run.config_changes(cpu) == []
-    assert cpu_run.fields_added_since() == ["engine.cublas_linear", "engine.batched_sampler", "engine.detokenize"]
+    assert cpu_run.fields_added_since() == ["engine.cublas_linear", "engine.batched_sampler", "engine.detokenize",
+                                            "engine.cublas_workspace_config"]
     # the digest drops fields at their legacy value: by hand, the config without them (and without
     # the resumable fields) and advsim's version, as a run saved before the fields existed hashed it
     import hashlib
@@ -248,7 +249,8 @@ def test_batched_sampler_and_detokenize_defaults_by_device_and_old_runs_keep_the
     from advsim import __version__
 
     d = cpu.to_dict()
-    for k in ("batched_sampler", "detokenize", "cublas_linear", "kv_cache_gib", "gpu_memory_utilization"):
+    for k in ("batched_sampler", "detokenize", "cublas_linear", "cublas_workspace_config", "kv_cache_gib",
+              "gpu_memory_utilization"):
         del d["engine"][k]
     del d["name"], d["stages"]
     by_hand = hashlib.sha256(json.dumps([d, __version__], sort_keys=True, default=repr).encode()).hexdigest()[:16]
@@ -353,6 +355,12 @@ def test_workspace_config_is_checked_and_kept_after_vllms_init(monkeypatch):
             vcp.check_workspace_config(bad)
     for good in (None, ":16:8", ":4096:8", ":4096:2:16:8"):
         vcp.check_workspace_config(good)
+    # an engine's setting: two names and the variable's own syntax
+    assert [vcp.workspace_value(v) for v in ("unset", "vllm", ":4096:8", ":4096:2:16:8")] == [
+        None, ":16:8", ":4096:8", ":4096:2:16:8"]
+    for bad in (None, "Unset", "none", "16:8", ":16:8 ", ""):
+        with pytest.raises(ValueError, match="is not 'unset', 'vllm' or ':SIZE:COUNT'"):
+            vcp.workspace_value(bad)
     monkeypatch.setattr(pb, "resolve_backbone", lambda *a, **k: pytest.fail("loaded a model before refusing"))
     with pytest.raises(ValueError, match="cublas_workspace_config '4096' is not"):
         VLLMEngine(cublas_workspace_config="4096")
@@ -374,6 +382,68 @@ def test_workspace_config_is_checked_and_kept_after_vllms_init(monkeypatch):
     with pytest.raises(ValueError):
         vcp.keep_workspace_config(":x:8", module=fake)
     assert cuda.CONFIGS["contract-ws4096"] == {**cuda.CONFIGS["contract"], "cublas_workspace_config": ":4096:8"}
-    assert cuda.CONFIGS["contract-nows"] == {**cuda.CONFIGS["contract"], "cublas_workspace_config": None}
-    for label in ("contract-ws4096", "contract-nows"):
+    assert cuda.CONFIGS["contract-ws16"] == {**cuda.CONFIGS["contract"], "cublas_workspace_config": "vllm"}
+    assert cuda.CONFIGS["contract-nows"] == {**cuda.CONFIGS["contract"], "cublas_workspace_config": "unset"}
+    import inspect
+
+    assert inspect.signature(VLLMEngine).parameters["cublas_workspace_config"].default == "unset"  # = contract-nows
+    # the earlier labels keep vLLM's :16:8, as when they were measured
+    for label in ("contract-full", "contract-cublas", "contract-light", "contract-sampler"):
+        assert cuda.CONFIGS[label]["cublas_workspace_config"] == "vllm"
+    for label in ("contract-ws4096", "contract-nows", "contract-ws16"):
         assert label in cuda.CONTRACT_LABELS and label in cuda.NOT_BY_DEFAULT
+
+
+def test_workspace_config_field_defaults_unset_on_vllm_cuda_and_old_runs_keep_vllms(monkeypatch, tmp_path):
+    """engine.cublas_workspace_config: null resolves to 'unset' for vLLM on CUDA (the measured
+    choice) and to 'vllm' (untouched) elsewhere, where another value is an error; a value must be
+    'unset', 'vllm' or ':SIZE:COUNT'; make_engine passes it on. A CUDA run saved before the field
+    existed ran vLLM's :16:8: resuming it under today's default is a change whose error says to
+    write 'vllm', which then resumes; a CPU run saved before has nothing to change."""
+    import yaml
+
+    import advsim.config as config_mod
+    from advsim.config import ConfigError, EngineConfig, config_from_dict
+    from advsim.run import RunDir
+    from advsim.train import RunExistsError, check_run_dir
+    from policies.engines import base
+    from tests.test_train import TINY
+
+    assert EngineConfig().cublas_workspace_config == "vllm"
+    assert config_from_dict({"engine": {"kind": "vllm", "device": "cpu", "cublas_workspace_config": "vllm"}}
+                            ).engine.cublas_workspace_config == "vllm"
+    with pytest.raises(ConfigError, match=r"engine.cublas_workspace_config is for vLLM on CUDA .*kind 'vllm' on "
+                                          r"'cpu', where it stays 'vllm'"):
+        config_from_dict({"engine": {"kind": "vllm", "device": "cpu", "cublas_workspace_config": "unset"}})
+    monkeypatch.setattr("policies.engines.check_engine_settings", lambda *a, **k: None)
+    monkeypatch.setattr(config_mod, "_memory_gib", lambda device="cpu": 141)
+    cuda = {**TINY["engine"], "kind": "vllm", "device": "cuda", "dtype": "bfloat16"}
+    assert EngineConfig(kind="vllm", device="cuda", dtype="bfloat16").cublas_workspace_config == "unset"
+    assert EngineConfig(kind="torch", device="cuda", dtype="bfloat16").cublas_workspace_config == "vllm"
+    for good in ("vllm", ":4096:8"):
+        assert config_from_dict({**TINY, "engine": {**cuda, "cublas_workspace_config": good}}
+                                ).engine.cublas_workspace_config == good
+    with pytest.raises(ConfigError, match=r"engine.cublas_workspace_config '16:8' is not 'unset', 'vllm' or"):
+        config_from_dict({**TINY, "engine": {**cuda, "cublas_workspace_config": "16:8"}})
+
+    got = _capture_vllm_engine_kwargs(monkeypatch)
+    cfg = config_from_dict({**TINY, "engine": cuda})
+    base.make_engine(cfg.engine, backbone="x")
+    assert got["cublas_workspace_config"] == "unset"
+
+    run = RunDir(tmp_path / "run")
+    legacy = cfg.to_dict()
+    del legacy["engine"]["cublas_workspace_config"]  # saved before the field existed
+    (run.path / "config.yaml").write_text(yaml.safe_dump(legacy))
+    assert run.saved_config().engine.cublas_workspace_config == "vllm"
+    assert run.config_changes(cfg) == ["engine.cublas_workspace_config: 'vllm' -> 'unset'"]
+    monkeypatch.setattr(run, "latest", lambda: ("capability-iter-1", {}))
+    with pytest.raises(RunExistsError, match=r"\(engine.cublas_workspace_config: 'vllm' is what this run used: its "
+                                             r"config.yaml predates the field"):
+        check_run_dir(cfg, run, resume=True)
+    check_run_dir(config_from_dict({**TINY, "engine": {**cuda, "cublas_workspace_config": "vllm"}}), run,
+                  resume=True)
+    # the written file round-trips the ':SIZE:COUNT' form as a string
+    ws = config_from_dict({**TINY, "engine": {**cuda, "cublas_workspace_config": ":16:8"}})
+    (run.path / "config.yaml").write_text(yaml.safe_dump(ws.to_dict()))
+    assert run.saved_config().engine.cublas_workspace_config == ":16:8" and run.config_changes(ws) == []

@@ -11,12 +11,15 @@ three seeded random LoRA role adapters (r = 8, A, B ~ N(0, 0.05²)) and, later, 
   (``VLLM_BATCH_INVARIANT=1``, Triton attention, CUDA graphs and ``torch.compile``, the linear
   layers and LM head on cuBLAS without split-K once proven row-invariant,
   :mod:`policies.vllm_cuda_patches`, the batched seeded sampler, :mod:`policies.vllm_seeded_sampler`,
-  and no per-step detokenization: the engine's defaults, what training runs); ``contract-eager``
+  no per-step detokenization and ``CUBLAS_WORKSPACE_CONFIG`` unset: the engine's defaults, what
+  training runs); ``contract-eager``
   (the same, eager), ``contract-fa3`` (the same with FlashAttention 3) and ``contract-triton`` (the
   same with vLLM's batch-invariant Triton matmul for the linear layers): one choice of the contract
-  changed each; ``contract-full`` (vLLM's per-request sampler and per-step output: the contract
-  until 2026-12-05); ``contract-cublas`` and ``contract-light``: labels of earlier measurements,
-  ``contract-sampler``: the batched sampler alone, not yet measured (see :data:`CONFIGS`); ``default`` — vLLM as a user runs it (CUDA graphs,
+  changed each; ``contract-ws16`` (vLLM's ``CUBLAS_WORKSPACE_CONFIG=:16:8``: the contract of
+  2026-12-05a), ``contract-full`` (that with vLLM's per-request sampler and per-step output: the
+  contract until 2026-12-05); ``contract-cublas``, ``contract-light`` and ``contract-nows``: labels
+  of earlier measurements, ``contract-sampler``: the batched sampler alone, not yet measured (see
+  :data:`CONFIGS`); ``default`` — vLLM as a user runs it (CUDA graphs,
   default attention backend, batch-invariant mode off): the **negative control**, which must
   differ. All keep vLLM's prefix caching on (the engine's default).
 * Consistency rows (each: compared tokens, bit-equal tokens, max/mean/std |Δℓ|, k3 KL, the
@@ -88,12 +91,16 @@ CONFIGS = {
     "contract-fa3": dict(consistent=True, cuda_graphs=True, attention_backend="FLASH_ATTN"),
     "contract-triton": dict(consistent=True, cuda_graphs=True, cublas_linear=False),
     "contract-cublas": dict(consistent=True, cuda_graphs=True, cublas_linear=True, batched_sampler=False,
-                            detokenize=True),
-    "contract-full": dict(consistent=True, cuda_graphs=True, batched_sampler=False, detokenize=True),
+                            detokenize=True, cublas_workspace_config="vllm"),
+    "contract-full": dict(consistent=True, cuda_graphs=True, batched_sampler=False, detokenize=True,
+                          cublas_workspace_config="vllm"),
+    "contract-ws16": dict(consistent=True, cuda_graphs=True, cublas_workspace_config="vllm"),
     "contract-ws4096": dict(consistent=True, cuda_graphs=True, cublas_workspace_config=":4096:8"),
-    "contract-nows": dict(consistent=True, cuda_graphs=True, cublas_workspace_config=None),
-    "contract-sampler": dict(consistent=True, cuda_graphs=True, batched_sampler=True, detokenize=True),
-    "contract-light": dict(consistent=True, cuda_graphs=True, batched_sampler=True, detokenize=False),
+    "contract-nows": dict(consistent=True, cuda_graphs=True, cublas_workspace_config="unset"),
+    "contract-sampler": dict(consistent=True, cuda_graphs=True, batched_sampler=True, detokenize=True,
+                             cublas_workspace_config="vllm"),
+    "contract-light": dict(consistent=True, cuda_graphs=True, batched_sampler=True, detokenize=False,
+                           cublas_workspace_config="vllm"),
     "default": dict(consistent=False, cuda_graphs=True),
     "default-base": dict(consistent=False, cuda_graphs=True, enable_lora=False),
 }
@@ -101,31 +108,32 @@ CONFIGS = {
 batch-invariant mode, Triton attention, CUDA graphs + ``torch.compile``, linear layers and LM head
 on cuBLAS without split-K where the engine proves it row-invariant at start
 (:mod:`policies.vllm_cuda_patches`), every seeded request's sampling noise in one launch
-(:mod:`policies.vllm_seeded_sampler`) and no per-step detokenization (``detokenize=False``: token
-ids and flat log-probs only, text decoded once per completion); ``contract-eager``,
+(:mod:`policies.vllm_seeded_sampler`), no per-step detokenization (``detokenize=False``: token
+ids and flat log-probs only, text decoded once per completion) and ``CUBLAS_WORKSPACE_CONFIG``
+unset (vLLM sets ``:16:8``: up to ~85 µs of host time per eager matmul); ``contract-eager``,
 ``contract-fa3`` and ``contract-triton`` change one of those choices each (they show whether it is
 needed or what it costs; ``contract-triton`` runs the linear layers on vLLM 0.22's own
-batch-invariant Triton matmul, the linear kernel of the contract before 2026-12-04); ``contract-full`` is the contract with vLLM's
-per-request sampler and per-step output (the contract from 2026-12-04 to 2026-12-05, labelled
-``contract`` in those results); ``contract-ws4096`` and ``contract-nows`` keep
-``CUBLAS_WORKSPACE_CONFIG`` at ``:4096:8`` or unset instead of vLLM's ``:16:8`` (the largest
-single part of the ~130–162 µs of host time vLLM's Hopper cuBLAS settings cost every eager matmul;
-``VLLMEngine(cublas_workspace_config=…)``). Labels of earlier measurements, the same engines stated
-explicitly: ``contract-cublas`` (cuBLAS with vLLM's sampler and per-step output: the 2026-12-04
+batch-invariant Triton matmul, the linear kernel of the contract before 2026-12-04, and ran with
+vLLM's ``:16:8`` before 2026-12-05b). ``contract-ws16`` is the contract with vLLM's ``:16:8``
+(``cublas_workspace_config="vllm"``: the contract of 2026-12-05a, labelled ``contract`` and
+``contract-light`` in those results); ``contract-full`` is that with vLLM's per-request sampler
+and per-step output as well (the contract from 2026-12-04 to 2026-12-05, labelled ``contract``
+in those results); ``contract-ws4096`` keeps ``:4096:8`` (unmeasured). Labels of earlier
+measurements, the same engines stated explicitly: ``contract-cublas`` (the 2026-12-04
 measurements' label; = ``contract-full``), ``contract-sampler`` (the batched sampler alone; not
-measured on a GPU) and ``contract-light`` (= ``contract`` today; the label of the 2026-12-05
-measurements). ``default`` is vLLM's own default configuration (the negative control);
-``default-base`` is ``default`` with LoRA off and no adapter on any request — a throughput
-diagnostic only (with ``transformers-base``, transformers without the adapter): how much of every
-engine's distance from the bandwidth floor is the LoRA path. The two ``-base`` rows are measured
-only when asked and have no consistency rows."""
-NOT_BY_DEFAULT = ("contract-full", "contract-ws4096", "contract-nows", "contract-cublas", "contract-sampler",
-                  "contract-light", "default-base")
-"""Labels :func:`run` measures only when asked: ``contract-full`` (what the two speed options of
-the contract buy), the two cuBLAS workspace settings (unmeasured), the labels of earlier measurements, and ``default-base`` (with
-``transformers-base``), the no-adapter diagnostics."""
-CONTRACT_LABELS = ("contract", "contract-triton", "contract-full", "contract-ws4096", "contract-nows",
-                   "contract-cublas", "contract-sampler", "contract-light")
+measured on a GPU), ``contract-light`` (= ``contract-ws16``; 2026-12-05a) and ``contract-nows``
+(= ``contract`` today; 2026-12-05b). ``default`` is vLLM's own default configuration (the
+negative control); ``default-base`` is ``default`` with LoRA off and no adapter on any request — a
+throughput diagnostic only (with ``transformers-base``, transformers without the adapter): how
+much of every engine's distance from the bandwidth floor is the LoRA path. The two ``-base`` rows
+are measured only when asked and have no consistency rows."""
+NOT_BY_DEFAULT = ("contract-full", "contract-ws16", "contract-ws4096", "contract-nows", "contract-cublas",
+                  "contract-sampler", "contract-light", "default-base")
+"""Labels :func:`run` measures only when asked: ``contract-full`` and ``contract-ws16`` (what the
+contract's speed options buy), ``contract-ws4096`` (unmeasured), the labels of earlier
+measurements, and ``default-base`` (with ``transformers-base``), the no-adapter diagnostics."""
+CONTRACT_LABELS = ("contract", "contract-triton", "contract-full", "contract-ws16", "contract-ws4096",
+                   "contract-nows", "contract-cublas", "contract-sampler", "contract-light")
 """Configurations that keep the contract: each of their consistency rows must be bit-identical
 (:func:`failures`), and their throughput is reported as a ratio to ``default`` and ``transformers``."""
 RATIOS = tuple((c, d) for c in CONTRACT_LABELS for d in ("default", "transformers")) + (
@@ -764,6 +772,7 @@ def measure(label: str, parts: tuple[str, ...], backbone: str = DEFAULT_BACKBONE
         out["linear_kernel"] = {"kernel": engine.linear_kernel, "reason": engine.linear_kernel_reason}
         out["sampler"] = engine.sampler
         out["detokenize"] = engine.detokenize
+        out["cublas_workspace_config"] = engine.cublas_workspace_config
         for r in ROLES if lora else ():
             engine.add_adapter(f"{r}@0", executor if r == "executor" and executor else root / f"{r}@0")
         vocab = model.config.vocab_size

@@ -193,7 +193,8 @@ class EngineSettings(Protocol):
     max_num_seqs: int
     # optional: cuda_graphs (bool, vLLM on CUDA; read with getattr, default True),
     # gpu_memory_utilization (float, vLLM on CUDA; default 0.9), cublas_linear (bool, vLLM on CUDA; default True),
-    # batched_sampler and detokenize (bool or None, vLLM; default None: VLLMEngine's choice by device)
+    # batched_sampler and detokenize (bool or None, vLLM; default None: VLLMEngine's choice by device),
+    # cublas_workspace_config (str, vLLM on CUDA; default "unset")
 
 
 def make_engine(settings: EngineSettings, *, backbone: str | os.PathLike | None = None, model=None,
@@ -204,7 +205,8 @@ def make_engine(settings: EngineSettings, *, backbone: str | os.PathLike | None 
     Args:
         settings: kind (``vllm | torch``), device (``cpu | cuda``), dtype, max_model_len,
             kv_cache_gib, threads, max_num_seqs and, optionally, cuda_graphs,
-            gpu_memory_utilization, cublas_linear, batched_sampler and detokenize (see
+            gpu_memory_utilization, cublas_linear, batched_sampler, detokenize and
+            cublas_workspace_config (see
             ``advsim.config.EngineConfig`` for their meaning).
         backbone: ``kind="vllm"``: backbone name or local checkpoint folder the engine loads.
         model, tokenizer: ``kind="torch"``: the trainer's own peft model (with the role adapter
@@ -238,7 +240,8 @@ def make_engine(settings: EngineSettings, *, backbone: str | os.PathLike | None 
                           gpu_memory_utilization=getattr(settings, "gpu_memory_utilization", 0.9),
                           cublas_linear=getattr(settings, "cublas_linear", True),
                           batched_sampler=getattr(settings, "batched_sampler", None),
-                          detokenize=getattr(settings, "detokenize", None))
+                          detokenize=getattr(settings, "detokenize", None),
+                          cublas_workspace_config=getattr(settings, "cublas_workspace_config", "unset"))
     if model is None or tokenizer is None:
         raise ValueError("make_engine: engine.kind 'torch' runs on the trainer's model: pass model= and tokenizer=")
     import torch

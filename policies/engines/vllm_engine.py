@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any, Sequence, Union
 
 from policies.adapters import AdapterRef
-from policies.vllm_cuda_patches import VLLM_WORKSPACE_CONFIG, check_workspace_config
+from policies.vllm_cuda_patches import VLLM_WORKSPACE_CONFIG, workspace_value
 
 log = logging.getLogger(__name__)
 
@@ -218,15 +218,24 @@ class VLLMEngine:
             tokens/s at batch 64 / 256 = 0.84× / 0.86× vLLM's default in the same run, diff = 0 in
             every consistency row (``results/h200-vllm-bench-1.7b-2026-12-04``). False: vLLM's
             Triton matmul (the ``contract-triton`` bench row).
-        cublas_workspace_config: CUDA with the cuBLAS linear layers only: the
-            ``CUBLAS_WORKSPACE_CONFIG`` the process keeps (default vLLM's ``:16:8``; None: unset,
-            PyTorch's 32 MiB; e.g. ``":4096:8"``), for the row-invariance proof and after vLLM's
-            start (:func:`policies.vllm_cuda_patches.keep_workspace_config`). With vLLM's Hopper
-            cuBLAS settings every eager matmul (prefill, the learner) costs the host 130–162 µs
-            against 14–23 µs with PyTorch's, ``:16:8`` the largest single part (85 µs alone; H100,
-            torch 2.11, ``scripts/gpu/mm_host_cost.py``); split-K for our linear
-            layers stays off through the 1 KiB cuBLASLt workspace either way. The other values
-            are unmeasured on a GPU (bench rows ``contract-ws4096``, ``contract-nows``).
+        cublas_workspace_config: CUDA with ``consistent=True`` only: the ``CUBLAS_WORKSPACE_CONFIG``
+            this process keeps — ``"unset"`` (default: no variable, PyTorch's default workspace),
+            ``"vllm"`` (what vLLM's batch-invariant mode sets on Hopper, ``:16:8``: the contract
+            before 2026-12-05b) or ``":SIZE:COUNT"`` — for the cuBLAS row-invariance proof and
+            after vLLM's start (:func:`policies.vllm_cuda_patches.keep_workspace_config`, which
+            makes vLLM's ``init_batch_invariance`` leave it). Process-wide: the last engine of a
+            process sets it. vLLM's Hopper cuBLAS settings cost every eager matmul (the prefill
+            chunks, the learner) 130–162 µs of host time against 14–23 µs with PyTorch's, the
+            variable the largest part (``scripts/gpu/mm_host_cost.py``); split-K for our linear
+            layers stays off through the 1 KiB cuBLASLt workspace either way. Measured on an H100
+            (``results/h100-contract-nows-2026-12-05``, executor adapter on every request,
+            512-token prompts, 128 new tokens): diff = 0 in every consistency row with it unset at
+            SmolLM2-135M and 1.7B shapes; at 135M 9,913 / 9,233 generated tokens/s at batch 64 /
+            256 against 7,671 / 7,668 with ``"vllm"`` (same call, +29 % / +20 %), and in a later
+            call 1.48× / 1.21× vLLM's default and 2.06× / 0.99× transformers static cache +
+            ``torch.compile``; at 1.7B shapes 0.87× / 0.86× vLLM's default. Unmeasured: unset with
+            ``cublas_linear=False`` (vLLM's Triton linear layers) and ``":4096:8"``. Ignored on the
+            CPU.
         batched_sampler: CUDA only: draw every seeded request's sampling noise in one Triton
             launch (:mod:`policies.vllm_seeded_sampler`) instead of vLLM 0.22's one launch per
             request per step (every request of ours carries a seed). Samples the same
@@ -265,7 +274,7 @@ class VLLMEngine:
 
     Raises:
         ValueError: ``device``/``dtype`` this build cannot run (:func:`check_engine_settings`), a
-            ``cublas_workspace_config`` PyTorch cannot parse, or ``batched_sampler=True`` off CUDA or refused here (another vLLM version, no Triton).
+            ``cublas_workspace_config`` that is not ``"unset"``, ``"vllm"`` or one PyTorch parses, or ``batched_sampler=True`` off CUDA or refused here (another vLLM version, no Triton).
     """
 
     request_type = GenerationRequest  # what generate() takes (judges build requests from it)
@@ -280,13 +289,13 @@ class VLLMEngine:
                  dtype: str = "float32", cuda_graphs: bool = True,
                  attention_backend: str | None = None, gpu_memory_utilization: float = 0.9,
                  cublas_linear: bool = True, batched_sampler: bool | None = None,
-                 detokenize: bool | None = None, cublas_workspace_config: str | None = VLLM_WORKSPACE_CONFIG) -> None:
+                 detokenize: bool | None = None, cublas_workspace_config: str = "unset") -> None:
         from policies.backbone import cache_root, load_tokenizer, resolve_backbone
 
         check_engine_settings("vllm", device, dtype)
         if batched_sampler and device != "cuda":
             raise ValueError(f"batched_sampler is for vLLM on CUDA (vLLM 0.22's sampler); device is {device!r}")
-        check_workspace_config(cublas_workspace_config)
+        workspace = workspace_value(cublas_workspace_config)  # the variable's value (None: unset); ValueError
         sampler_asked = batched_sampler is not None
         batched_sampler, detokenize = _speed_options(device, consistent, batched_sampler, detokenize)
         path = resolve_backbone(model)
@@ -304,10 +313,15 @@ class VLLMEngine:
             os.environ.setdefault("VLLM_USE_FLASHINFER_SAMPLER", "0")
         self.linear_kernel = None  # CUDA: "triton" (vLLM's batch-invariant matmul), "cublas" or "vllm default"
         self.linear_kernel_reason = ""
+        self.cublas_workspace_config = cublas_workspace_config if device == "cuda" and consistent else "vllm"
         if device == "cuda":
+            if self.cublas_workspace_config != "vllm":  # vLLM's start would set :16:8 (Hopper) over it
+                from policies import vllm_cuda_patches
+
+                vllm_cuda_patches.keep_workspace_config(workspace)
             self.linear_kernel, self.linear_kernel_reason = _linear_kernel(
                 path, consistent, cublas_linear, max(max_model_len, max_num_batched_tokens or 8192),
-                cublas_workspace_config)
+                workspace)
             (log.warning if consistent and cublas_linear and self.linear_kernel != "cublas" else log.info)(
                 "VLLMEngine linear layers: %s (%s)", self.linear_kernel, self.linear_kernel_reason)
         self.sampler = "vllm (one generator per seeded request)"  # CUDA: or the batched Philox sampler
