@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, Literal, Optional, Union
 
 import yaml
-from pydantic import ConfigDict, Field, ValidationError
+from pydantic import ConfigDict, Field, ValidationError, field_validator
 from pydantic.dataclasses import dataclass
 
 from forms_bench.unique_keys import unique_key_loader
@@ -136,6 +136,14 @@ class EngineConfig:
               "and 1.7B shapes and 9,913/9,233 generated tokens/s at batch 64/256 against 7,671/7,668 with ':16:8' "
               "(135M, same call; results/h100-contract-nows-2026-12-05). May change values (another workspace), "
               "so a run cannot resume with it changed; a saved config without the field ran 'vllm'.")
+
+    @field_validator("cublas_workspace_config", mode="before")
+    @classmethod
+    def _workspace_is_text(cls, v):
+        if v is not None and not isinstance(v, str):  # e.g. YAML reads an unquoted 16:8 as the integer 968
+            raise ValueError(f"{v!r} is not 'unset', 'vllm' or ':SIZE:COUNT' (write it "
+                             "with its leading colon, e.g. ':16:8', or quote it)")
+        return v
 
     def __post_init__(self) -> None:
         from policies.engines import check_engine_settings

@@ -54,8 +54,10 @@ from policies.numerics import check, diff_report, surrogate
 
 log = logging.getLogger(__name__)
 DETERMINISTIC_WORKSPACE_CONFIGS = (":4096:8", ":16:8")
-"""The ``CUBLAS_WORKSPACE_CONFIG`` values PyTorch accepts under ``torch.use_deterministic_algorithms``
-(any other, or none, makes its cuBLAS calls raise ``RuntimeError``)."""
+"""The ``CUBLAS_WORKSPACE_CONFIG`` values PyTorch documents as required for cuBLAS under
+``torch.use_deterministic_algorithms`` (it raises ``RuntimeError`` without one on its plain cuBLAS
+path; with cuBLASLt preferred, as vLLM's batch-invariant mode sets it, torch 2.11 ran without one
+on an H100: ``results/h100-contract-nows-2026-12-05/learner-workspace-h100.txt``)."""
 
 
 def length_grouped_batches(lengths: Sequence[int], micro_batch: int, rng: random.Random,
@@ -112,6 +114,10 @@ class Learner:
             raise ValueError(f"engine.device is {e.device!r} but the given engine runs on {engine.device}")
         torch.manual_seed(cfg.seed)
         torch.set_num_threads(e.threads)
+        if self.device.type == "cuda" and cfg.optim.deterministic_backward and e.kind != "vllm":
+            # TorchEngine shares this process and the learner's model: one fixed cuBLAS workspace for
+            # both, as before (vLLM's engine keeps its own engine.cublas_workspace_config instead)
+            os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
         if (self.device.type == "cuda" and e.kind == "vllm" and getattr(e, "cublas_linear", True)
                 and torch.cuda.get_device_capability(self.device)[0] == 9):
             # the engine's linear layers on cuBLAS (Hopper only: policies.vllm_cuda_patches) need split-K off
@@ -348,12 +354,18 @@ class Learner:
         with no deterministic kernel raises ``RuntimeError`` at the first update that uses it;
         set ``optim.deterministic_backward: false`` to trade reproducibility for running it.
 
-        PyTorch refuses cuBLAS in this mode unless ``CUBLAS_WORKSPACE_CONFIG`` is one of
-        :data:`DETERMINISTIC_WORKSPACE_CONFIGS`; the engine on CUDA keeps the variable unset
-        (``engine.cublas_workspace_config``: ~60–90 µs of host time per eager matmul), so where it
-        is not one of them it is ``:4096:8`` inside the block and back as it was on exit. On
-        Hopper ``:4096:8`` is the size PyTorch's default workspace has (32 MiB), so no cuBLAS
-        workspace changes size between the block and the engine.
+        PyTorch documents that cuBLAS needs ``CUBLAS_WORKSPACE_CONFIG`` at one of
+        :data:`DETERMINISTIC_WORKSPACE_CONFIGS` in this mode; vLLM's engine on CUDA keeps the
+        variable unset (``engine.cublas_workspace_config``: ~60–90 µs of host time per eager
+        matmul), so where it is not one of them it is ``:4096:8`` inside the block and back as it
+        was on exit (a TorchEngine learner sets ``:4096:8`` for the whole process at start, as
+        before). On Hopper ``:4096:8`` is the size of PyTorch's default workspace (32 MiB); on
+        other cards (8.125 MiB default) a cuBLAS workspace PyTorch allocates keeps the size of
+        whichever comes first, the block or the engine (unmeasured there). Cost: on an H100 an
+        eager bf16 matmul took 266.7 µs of host time at ``:4096:8`` against 29.6 µs unset
+        (``scripts/gpu/learner_workspace.py``); the learner paid vLLM's ``:16:8`` (57 µs alone in
+        ``mm_host_cost.py --factors``) before 2026-12-05b. A GRPO update's wall time under each
+        is not measured.
 
         Measured on the H200 (``scripts/gpu/sft_determinism.py``): 8 AdamW steps of LoRA on
         SmolLM2-135M's shapes in float32, twice from one state: SDPA left 417,314 of 488,448 adapter

@@ -246,11 +246,16 @@ def hopper_settings(workspace_config: str | None = VLLM_WORKSPACE_CONFIG) -> Non
     torch.backends.cuda.preferred_blas_library(backend="cublaslt")
 
 
+_LEAVE = object()  # keep_workspace_config's state for "leave vLLM's value alone"
+
+
 def keep_workspace_config(workspace_config: str | None, module=None) -> None:
     """Make vLLM's ``init_batch_invariance`` (its worker calls it while ``LLM()`` starts; it sets
     ``CUBLAS_WORKSPACE_CONFIG=:16:8``) leave ``workspace_config`` in the environment instead
-    (None: unset). No cuBLAS call happens inside it, so every cuBLAS workspace PyTorch allocates
-    in this process is sized by ``workspace_config``. Wraps once; a later call changes the value.
+    (None: unset). No cuBLAS call happens inside it, so the cuBLAS calls vLLM makes afterwards see
+    ``workspace_config`` (a workspace PyTorch allocated earlier in the process, e.g. by a learner
+    step, keeps its size). Wraps once; a later call, or :func:`leave_workspace_config`, changes
+    what the wrapper does for the next engine of the process.
 
     Args:
         workspace_config: see :func:`hopper_settings`.
@@ -271,7 +276,9 @@ def keep_workspace_config(workspace_config: str | None, module=None) -> None:
 
     def init_batch_invariance(*args, **kwargs):
         out = original(*args, **kwargs)
-        if _STATE["workspace_config"] is None:
+        if _STATE["workspace_config"] is _LEAVE:
+            pass
+        elif _STATE["workspace_config"] is None:
             os.environ.pop("CUBLAS_WORKSPACE_CONFIG", None)
         else:
             os.environ["CUBLAS_WORKSPACE_CONFIG"] = _STATE["workspace_config"]
@@ -279,6 +286,19 @@ def keep_workspace_config(workspace_config: str | None, module=None) -> None:
 
     init_batch_invariance._advsim_keeps_workspace_config = True
     module.init_batch_invariance = init_batch_invariance
+
+
+def leave_workspace_config() -> None:
+    """Undo :func:`keep_workspace_config` for the next engine of this process: vLLM's
+    ``init_batch_invariance`` sets its own value again (an engine with
+    ``cublas_workspace_config="vllm"`` after one that kept another value)."""
+    _STATE["workspace_config"] = _LEAVE
+
+
+def proven_workspace_config() -> str | None:
+    """The ``CUBLAS_WORKSPACE_CONFIG`` (None: unset) the installed patch's row-invariance proof ran
+    under; None also when nothing is installed (see :func:`installed`)."""
+    return _STATE.get("proven_workspace_config")
 
 
 def install(shapes: Iterable[tuple[int, int]], max_rows: int = 8192,
@@ -354,7 +374,7 @@ def install(shapes: Iterable[tuple[int, int]], max_rows: int = 8192,
     if workspace_config != VLLM_WORKSPACE_CONFIG:
         keep_workspace_config(workspace_config)
         workspace = f", CUBLAS_WORKSPACE_CONFIG={workspace_config or 'unset'}"
-    _STATE.update(installed=True, reason=f"cuBLAS row-invariant for {len(shapes)} shapes x {len(set(counts))} "
+    _STATE.update(installed=True, proven_workspace_config=workspace_config, reason=f"cuBLAS row-invariant for {len(shapes)} shapes x {len(set(counts))} "
                                          f"row counts up to {max(counts)} (vLLM {version}, sm_{cap[0]}{cap[1]}"
                                          f"{workspace})")
     log.info("vLLM linear layers through cuBLAS: %s", _STATE["reason"])

@@ -520,7 +520,7 @@ def test_gradient_graphs_run_under_deterministic_algorithms_on_cuda_only(tmp_pat
     model, tok = tiny_backbone(seed=0)
     learner = Learner(config_from_dict(TINY), tmp_path / "adapters", model=model, tokenizer=tok)
     assert learner.cfg.optim.deterministic_backward is True
-    assert "CUBLAS_WORKSPACE_CONFIG" not in os.environ  # set only inside a CUDA learner's graphs
+    assert "CUBLAS_WORKSPACE_CONFIG" not in os.environ  # CPU: never set
     state = lambda: (torch.are_deterministic_algorithms_enabled(), torch.is_deterministic_algorithms_warn_only_enabled())
     assert state() == (False, False)
     with learner.deterministic():
@@ -528,7 +528,7 @@ def test_gradient_graphs_run_under_deterministic_algorithms_on_cuda_only(tmp_pat
     learner.device = torch.device("cuda")  # the mode itself needs no GPU
     with learner.deterministic():
         assert state() == (True, False)
-        # PyTorch's cuBLAS refuses this mode without :4096:8 or :16:8; the engine keeps it unset
+        # PyTorch documents :4096:8 or :16:8 as needed by cuBLAS in this mode; vLLM's engine keeps it unset
         assert os.environ["CUBLAS_WORKSPACE_CONFIG"] == ":4096:8"
     assert state() == (False, False) and "CUBLAS_WORKSPACE_CONFIG" not in os.environ
     for before, inside in ((":16:8", ":16:8"), (":4096:8", ":4096:8"), (":1024:4", ":4096:8")):

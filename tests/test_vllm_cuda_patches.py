@@ -425,6 +425,10 @@ def test_workspace_config_field_defaults_unset_on_vllm_cuda_and_old_runs_keep_vl
                                 ).engine.cublas_workspace_config == good
     with pytest.raises(ConfigError, match=r"engine.cublas_workspace_config '16:8' is not 'unset', 'vllm' or"):
         config_from_dict({**TINY, "engine": {**cuda, "cublas_workspace_config": "16:8"}})
+    unquoted = yaml.load("cublas_workspace_config: 16:8", Loader=config_mod.unique_key_loader())  # YAML 1.1: 968
+    with pytest.raises(ConfigError, match=r"engine.cublas_workspace_config: 968 is not 'unset', 'vllm' or "
+                                          r"':SIZE:COUNT' \(write it with its leading colon"):
+        config_from_dict({**TINY, "engine": {**cuda, **unquoted}})
 
     got = _capture_vllm_engine_kwargs(monkeypatch)
     cfg = config_from_dict({**TINY, "engine": cuda})
@@ -447,3 +451,72 @@ def test_workspace_config_field_defaults_unset_on_vllm_cuda_and_old_runs_keep_vl
     ws = config_from_dict({**TINY, "engine": {**cuda, "cublas_workspace_config": ":16:8"}})
     (run.path / "config.yaml").write_text(yaml.safe_dump(ws.to_dict()))
     assert run.saved_config().engine.cublas_workspace_config == ":16:8" and run.config_changes(ws) == []
+
+
+def test_engine_keeps_or_leaves_the_workspace_before_vllm_starts_and_a_later_vllm_engine_gets_vllms(
+        monkeypatch, tmp_path, caplog):
+    """On CUDA VLLMEngine tells vLLM's init what to do with CUBLAS_WORKSPACE_CONFIG before the
+    row-invariance proof and before ``LLM()``: keep the engine's value, or — for ``"vllm"``,
+    including the negative control, which records ``"vllm"`` — leave vLLM's own. A ``"vllm"``
+    engine after an ``"unset"`` one in the same process therefore gets vLLM's :16:8 (the wrapper
+    stays, its state changes); a second engine whose value differs from the one the cuBLAS patch
+    was proven with is warned about and says so in its reason."""
+    import logging
+    import os
+    import types
+
+    import policies.backbone as pb
+    import policies.engines.vllm_engine as ve
+    import vllm
+    from policies import vllm_cuda_patches as vcp
+
+    calls = []
+    monkeypatch.setattr(ve, "check_engine_settings", lambda *a, **k: None)
+    monkeypatch.setattr(pb, "resolve_backbone", lambda m: tmp_path)
+    monkeypatch.setattr(pb, "load_tokenizer", lambda p: None)
+    monkeypatch.setattr(ve, "_set_batch_invariant", lambda consistent: None)
+    monkeypatch.setattr(ve, "_install_sampler", lambda asked: "batched")
+    monkeypatch.setattr(ve, "cuda_llm_settings", lambda *a, **k: {})
+    real_linear_kernel = ve._linear_kernel
+    monkeypatch.setattr(ve, "_linear_kernel", lambda path, consistent, cublas, rows, ws: (
+        calls.append(("proof", ws)), ("cublas", "proven"))[1])
+    keep, leave = vcp.keep_workspace_config, vcp.leave_workspace_config
+    monkeypatch.setattr(vcp, "keep_workspace_config", lambda v, module=None: calls.append(("keep", v)))
+    monkeypatch.setattr(vcp, "leave_workspace_config", lambda: calls.append(("leave",)))
+    monkeypatch.setattr(vllm, "LLM", lambda **kw: calls.append(("LLM",)))
+    for setting, consistent, want in (("unset", True, [("keep", None), ("proof", None)]),
+                                      (":4096:8", True, [("keep", ":4096:8"), ("proof", ":4096:8")]),
+                                      ("vllm", True, [("leave",), ("proof", ":16:8")]),
+                                      ("unset", False, [("leave",), ("proof", None)])):
+        calls.clear()
+        e = ve.VLLMEngine(device="cuda", dtype="bfloat16", consistent=consistent, enable_lora=False,
+                          cublas_workspace_config=setting)
+        assert calls == want + [("LLM",)], setting
+        assert e.cublas_workspace_config == (setting if consistent else "vllm")
+    calls.clear()
+    ve.VLLMEngine(device="cpu", enable_lora=False, consistent=False, cublas_workspace_config="unset")
+    assert calls == [("LLM",)]  # ignored on the CPU
+
+    # the real wrapper: unset for one engine, then vLLM's value again for the next
+    def init_batch_invariance():
+        os.environ["CUBLAS_WORKSPACE_CONFIG"] = ":16:8"
+
+    fake = types.SimpleNamespace(init_batch_invariance=init_batch_invariance)
+    monkeypatch.setitem(vcp._STATE, "workspace_config", vcp._STATE.get("workspace_config"))
+    monkeypatch.delenv("CUBLAS_WORKSPACE_CONFIG", raising=False)
+    keep(None, module=fake)
+    fake.init_batch_invariance()
+    assert "CUBLAS_WORKSPACE_CONFIG" not in os.environ
+    leave()
+    fake.init_batch_invariance()
+    assert os.environ["CUBLAS_WORKSPACE_CONFIG"] == ":16:8"
+
+    # a second engine with another value than the proof's
+    monkeypatch.setitem(vcp._STATE, "installed", True)
+    monkeypatch.setitem(vcp._STATE, "proven_workspace_config", None)
+    with caplog.at_level(logging.WARNING, logger=ve.log.name):
+        assert real_linear_kernel(tmp_path, True, True, 8192, None) == ("cublas", "installed earlier in this process")
+        assert not [r for r in caplog.records if r.name == ve.log.name]
+        assert real_linear_kernel(tmp_path, True, True, 8192, ":16:8") == (
+            "cublas", "installed earlier in this process (proven with CUBLAS_WORKSPACE_CONFIG=unset)")
+    assert "proven with CUBLAS_WORKSPACE_CONFIG=unset; this engine keeps :16:8" in caplog.text

@@ -137,6 +137,12 @@ def _linear_kernel(path, consistent: bool, cublas_linear: bool, max_rows: int = 
         if not cublas_linear:
             log.warning("VLLMEngine(cublas_linear=False) in a process where the cuBLAS linear patch is "
                         "already installed: it runs with cuBLAS anyway")
+        proven = vllm_cuda_patches.proven_workspace_config()
+        if proven != workspace_config:
+            log.warning("VLLMEngine: the cuBLAS linear patch of this process was proven with CUBLAS_WORKSPACE_CONFIG=%s; "
+                        "this engine keeps %s (not proven; the consistency bench checks it end to end)",
+                        proven or "unset", workspace_config or "unset")
+            return "cublas", f"installed earlier in this process (proven with CUBLAS_WORKSPACE_CONFIG={proven or 'unset'})"
         return "cublas", "installed earlier in this process"
     if not cublas_linear:
         return "triton", "vLLM's batch-invariant matmul (cublas_linear=False)"
@@ -223,8 +229,9 @@ class VLLMEngine:
             ``"vllm"`` (what vLLM's batch-invariant mode sets on Hopper, ``:16:8``: the contract
             before 2026-12-05b) or ``":SIZE:COUNT"`` — for the cuBLAS row-invariance proof and
             after vLLM's start (:func:`policies.vllm_cuda_patches.keep_workspace_config`, which
-            makes vLLM's ``init_batch_invariance`` leave it). Process-wide: the last engine of a
-            process sets it. vLLM's Hopper cuBLAS settings cost every eager matmul (the prefill
+            makes vLLM's ``init_batch_invariance`` leave it). Process-wide: each engine's start sets
+            it for the process (``"vllm"``: vLLM's value again); the cuBLAS patch is proven once per
+            process, and a later engine with another value logs a warning. vLLM's Hopper cuBLAS settings cost every eager matmul (the prefill
             chunks, the learner) 130–162 µs of host time against 14–23 µs with PyTorch's, the
             variable the largest part (``scripts/gpu/mm_host_cost.py``); split-K for our linear
             layers stays off through the 1 KiB cuBLASLt workspace either way. Measured on an H100
@@ -315,10 +322,12 @@ class VLLMEngine:
         self.linear_kernel_reason = ""
         self.cublas_workspace_config = cublas_workspace_config if device == "cuda" and consistent else "vllm"
         if device == "cuda":
-            if self.cublas_workspace_config != "vllm":  # vLLM's start would set :16:8 (Hopper) over it
-                from policies import vllm_cuda_patches
+            from policies import vllm_cuda_patches
 
+            if self.cublas_workspace_config != "vllm":  # vLLM's start would set :16:8 (Hopper) over it
                 vllm_cuda_patches.keep_workspace_config(workspace)
+            else:  # an earlier engine of this process may have kept another value
+                vllm_cuda_patches.leave_workspace_config()
             self.linear_kernel, self.linear_kernel_reason = _linear_kernel(
                 path, consistent, cublas_linear, max(max_model_len, max_num_batched_tokens or 8192),
                 workspace)
