@@ -234,7 +234,7 @@ class WarmStartConfig:
     enabled: bool = _f(True, "Run supervised warm start before stage 1.")
     executor_tasks: int = _f(60, "Training-pool tasks whose oracle trajectories become executor demonstrations.", ge=1)
     executor_levels: dict[int, float] = _f(
-        {0: 6, 1: 3, 2: 2, 3: 1}, "Relative share of each difficulty level among the executor's warm-start "
+        {0: 6.0, 1: 3.0, 2: 2.0, 3: 1.0}, "Relative share of each difficulty level among the executor's warm-start "
         "tasks (low levels are short pages: cheap to train on).")
     curriculum_examples: int = _f(20, "Generated task specs the curriculum is fine-tuned on.", ge=0)
     adversary_examples: int = _f(20, "Templated injections the adversary is fine-tuned on.", ge=0)

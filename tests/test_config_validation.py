@@ -994,3 +994,22 @@ def test_eval_seeds_below_one_is_a_usage_error(tmp_path):
 
     res = CliRunner().invoke(app, ["eval", "--run", str(tmp_path), "--seeds", "0"])
     assert res.exit_code == 2 and "--seeds" in res.output
+
+
+def test_a_config_and_its_saved_copy_have_one_rollout_digest():
+    """A run's rollout digest (the key of its saved chunks) must not change when the run resumes from
+    its own config.yaml instead of the file it was started with: every default must already have the
+    type validation gives a value read back from YAML (an int default of a float field, e.g.
+    warmstart.executor_levels' {0: 6, …}, dumped as 6 and read back as 6.0, changed the digest)."""
+    import yaml
+
+    from advsim.config import TrainConfig, dump_config, load_config
+    from advsim.run import run_digest
+    from tests.test_train import TINY
+
+    for cfg in (TrainConfig(), config_from_dict(TINY), load_config("configs/demo.yaml"),
+                load_config("configs/ledger-demo.yaml")):
+        again = config_from_dict(yaml.safe_load(dump_config(cfg)))
+        assert again.to_dict() == cfg.to_dict()
+        assert json.dumps(again.to_dict(), sort_keys=True) == json.dumps(cfg.to_dict(), sort_keys=True)
+        assert run_digest(again) == run_digest(cfg)
