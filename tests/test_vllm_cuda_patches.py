@@ -514,6 +514,7 @@ def test_engine_keeps_or_leaves_the_workspace_before_vllm_starts_and_a_later_vll
     # a second engine with another value than the proof's
     monkeypatch.setitem(vcp._STATE, "installed", True)
     monkeypatch.setitem(vcp._STATE, "proven_workspace_config", None)
+    caplog.clear()  # the CPU engine above may have warned (consistency patches installed by an earlier test)
     with caplog.at_level(logging.WARNING, logger=ve.log.name):
         assert real_linear_kernel(tmp_path, True, True, 8192, None) == ("cublas", "installed earlier in this process")
         assert not [r for r in caplog.records if r.name == ve.log.name]
