@@ -493,6 +493,14 @@ def test_engine_keeps_or_leaves_the_workspace_before_vllm_starts_and_a_later_vll
                           cublas_workspace_config=setting)
         assert calls == want + [("LLM",)], setting
         assert e.cublas_workspace_config == (setting if consistent else "vllm")
+    def no_such_module(v, module=None):
+        raise ModuleNotFoundError("No module named 'vllm.model_executor.layers.batch_invariant'")
+
+    monkeypatch.setattr(vcp, "keep_workspace_config", no_such_module)  # another vLLM layout
+    with pytest.raises(ValueError, match=r"cublas_workspace_config 'unset' needs vLLM 0.22's .*set "
+                                         r"engine.cublas_workspace_config: vllm"):
+        ve.VLLMEngine(device="cuda", dtype="bfloat16", enable_lora=False)
+    ve.VLLMEngine(device="cuda", dtype="bfloat16", enable_lora=False, cublas_workspace_config="vllm")  # starts
     calls.clear()
     ve.VLLMEngine(device="cpu", enable_lora=False, consistent=False, cublas_workspace_config="unset")
     assert calls == [("LLM",)]  # ignored on the CPU

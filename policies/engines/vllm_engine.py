@@ -281,7 +281,8 @@ class VLLMEngine:
 
     Raises:
         ValueError: ``device``/``dtype`` this build cannot run (:func:`check_engine_settings`), a
-            ``cublas_workspace_config`` that is not ``"unset"``, ``"vllm"`` or one PyTorch parses, or ``batched_sampler=True`` off CUDA or refused here (another vLLM version, no Triton).
+            ``cublas_workspace_config`` that is not ``"unset"``, ``"vllm"`` or one PyTorch parses, or
+            other than ``"vllm"`` on CUDA where vLLM has no ``init_batch_invariance`` to wrap, or ``batched_sampler=True`` off CUDA or refused here (another vLLM version, no Triton).
     """
 
     request_type = GenerationRequest  # what generate() takes (judges build requests from it)
@@ -325,7 +326,13 @@ class VLLMEngine:
             from policies import vllm_cuda_patches
 
             if self.cublas_workspace_config != "vllm":  # vLLM's start would set :16:8 (Hopper) over it
-                vllm_cuda_patches.keep_workspace_config(workspace)
+                try:
+                    vllm_cuda_patches.keep_workspace_config(workspace)
+                except (ImportError, AttributeError) as exc:  # another vLLM layout: the record would be wrong
+                    raise ValueError(f"cublas_workspace_config {cublas_workspace_config!r} needs vLLM 0.22's "
+                                     f"batch_invariant.init_batch_invariance ({exc}); set "
+                                     "engine.cublas_workspace_config: vllm (VLLMEngine(cublas_workspace_config="
+                                     "'vllm')) to leave vLLM's own value") from None
             else:  # an earlier engine of this process may have kept another value
                 vllm_cuda_patches.leave_workspace_config()
             self.linear_kernel, self.linear_kernel_reason = _linear_kernel(
