@@ -133,8 +133,9 @@ _CONFIGS_HELP = ("cuda only: comma-separated configurations to measure (default:
                  "per-request sampler, per-step detokenization and CUBLAS_WORKSPACE_CONFIG=:16:8, as until 2026-12-05), "
                  "contract-ws16 and contract-ws4096 (CUBLAS_WORKSPACE_CONFIG :16:8, vLLM's, or :4096:8 instead of unset), "
                  "the labels of earlier measurements contract-cublas, contract-light and contract-nows, contract-sampler "
-                 "(the batched sampler alone, not yet measured), contract-mnbt32k and default-mnbt32k (32,768 batched "
-                 "tokens per engine step instead of 8,192: fewer prefill steps; not yet measured), and the no-adapter "
+                 "(the batched sampler alone, not yet measured), contract-mnbt8k (8,192 batched tokens per engine step "
+                 "instead of the contract's 32,768, as until 2026-12-05c), contract-mnbt32k (= contract, that "
+                 "measurement's label), default-mnbt32k (vLLM's default at 32,768 instead of 8,192), and the no-adapter "
                  "diagnostics default-base, transformers-base, and transformers-dynamic (no static cache, no compile)")
 _BACKBONE_HELP = ("cuda only: the model every configuration runs: the embedded default, a local checkpoint folder, "
                   "or random:smollm2-360m / random:smollm2-1.7b (those shapes, random weights, built once)")

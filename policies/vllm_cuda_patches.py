@@ -301,6 +301,12 @@ def proven_workspace_config() -> str | None:
     return _STATE.get("proven_workspace_config")
 
 
+def proven_max_rows() -> int:
+    """The largest row count the installed patch's row-invariance proof covered (0 when nothing
+    is installed, see :func:`installed`)."""
+    return int(_STATE.get("proven_max_rows", 0))
+
+
 def install(shapes: Iterable[tuple[int, int]], max_rows: int = 8192,
             rows: Sequence[int] | None = None,
             workspace_config: str | None = VLLM_WORKSPACE_CONFIG) -> tuple[bool, str]:
@@ -374,7 +380,7 @@ def install(shapes: Iterable[tuple[int, int]], max_rows: int = 8192,
     if workspace_config != VLLM_WORKSPACE_CONFIG:
         keep_workspace_config(workspace_config)
         workspace = f", CUBLAS_WORKSPACE_CONFIG={workspace_config or 'unset'}"
-    _STATE.update(installed=True, proven_workspace_config=workspace_config, reason=f"cuBLAS row-invariant for {len(shapes)} shapes x {len(set(counts))} "
+    _STATE.update(installed=True, proven_workspace_config=workspace_config, proven_max_rows=max(counts), reason=f"cuBLAS row-invariant for {len(shapes)} shapes x {len(set(counts))} "
                                          f"row counts up to {max(counts)} (vLLM {version}, sm_{cap[0]}{cap[1]}"
                                          f"{workspace})")
     log.info("vLLM linear layers through cuBLAS: %s", _STATE["reason"])

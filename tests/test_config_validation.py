@@ -711,21 +711,24 @@ def test_cuda_bench_names_an_unknown_configuration_before_anything_runs():
     with pytest.raises(ValueError, match=r"unknown configuration\(s\) 'contract-cublass'; known: contract, "
                                          r"contract-eager, contract-fa3, contract-triton, contract-cublas, contract-full, contract-ws16, "
                                          r"contract-ws4096, contract-nows, "
-                                         r"contract-sampler, contract-light, contract-mnbt32k, default, default-mnbt32k, "
+                                         r"contract-sampler, contract-light, contract-mnbt32k, contract-mnbt8k, default, default-mnbt32k, "
                                          r"default-base, transformers, transformers-base, "
                                          r"transformers-dynamic, "
                                          r"gradient"):
         cuda.run(("throughput",), labels=["contract", "contract-cublass"])
     assert set(cuda.NOT_BY_DEFAULT) == {"contract-full", "contract-ws16", "contract-ws4096", "contract-nows",
-                                        "contract-cublas", "contract-mnbt32k", "default-mnbt32k",
+                                        "contract-cublas", "contract-mnbt32k", "contract-mnbt8k", "default-mnbt32k",
                                         "contract-sampler", "contract-light", "default-base"}
     assert ("default-base", "transformers-base") in cuda.RATIOS and ("contract", "transformers") in cuda.RATIOS
     # the batched-token budget rows differ from their engines in that one setting only; the contract one is a
     # contract row (must be bit-identical), compared with the default at the same budget
     assert cuda.CONFIGS["contract-mnbt32k"] == {**cuda.CONFIGS["contract"], "max_num_batched_tokens": 32768}
     assert cuda.CONFIGS["default-mnbt32k"] == {**cuda.CONFIGS["default"], "max_num_batched_tokens": 32768}
-    assert "contract-mnbt32k" in cuda.CONTRACT_LABELS and "default-mnbt32k" not in cuda.CONTRACT_LABELS
-    assert ("contract-mnbt32k", "default-mnbt32k") in cuda.RATIOS
+    assert cuda.CONFIGS["contract-mnbt8k"] == {**cuda.CONFIGS["contract"], "max_num_batched_tokens": 8192}
+    assert {"contract-mnbt32k", "contract-mnbt8k"} <= set(cuda.CONTRACT_LABELS)
+    assert "default-mnbt32k" not in cuda.CONTRACT_LABELS
+    assert {("contract-mnbt32k", "default-mnbt32k"), ("contract", "default-mnbt32k"),
+            ("contract", "contract-mnbt8k")} <= set(cuda.RATIOS)
 
 
 def test_cuda_bench_transformers_labels_pick_adapter_and_cache(monkeypatch):

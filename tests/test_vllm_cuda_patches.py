@@ -203,6 +203,65 @@ def test_cublas_linear_defaults_on_for_vllm_on_cuda_and_old_runs_keep_their_kern
     assert run.config_changes(cfg) == [] and run.saved_config().engine.cublas_linear is True
 
 
+def test_max_num_batched_tokens_by_device_and_a_run_resumes_with_it_changed(monkeypatch, tmp_path):
+    """engine.max_num_batched_tokens: null resolves to 32,768 for vLLM on CUDA and 8,192 elsewhere
+    (the engine's value before the field, so a CPU run's config and digest stay as they were), at
+    least max_model_len; a value below max_model_len is a clear error for kind vllm; VLLMEngine
+    resolves None the same way for the contract only (the bench's ``default`` row keeps 8,192);
+    make_engine passes it; a run may resume with it changed (a scheduling choice under the
+    batch-invariant contract), and the rollout digest does not see it."""
+    import yaml
+
+    import advsim.config as config_mod
+    from advsim.config import ConfigError, EngineConfig, config_from_dict
+    from advsim.run import RunDir, run_digest
+    from advsim.train import check_run_dir
+    from policies.engines import base
+    from policies.engines.vllm_engine import CUDA_BATCHED_TOKENS, batched_tokens
+    from tests.test_train import TINY
+
+    assert CUDA_BATCHED_TOKENS == 32768
+    assert EngineConfig().max_num_batched_tokens == 8192
+    assert EngineConfig(max_model_len=10_000).max_num_batched_tokens == 10_000
+    assert EngineConfig(max_num_batched_tokens=20_000).max_num_batched_tokens == 20_000
+    with pytest.raises(ConfigError, match=r"engine.max_num_batched_tokens \(1000\) is below engine.max_model_len "
+                                         r"\(2048\): the engine schedules a prompt whole"):
+        config_from_dict({"engine": {"max_num_batched_tokens": 1000}})
+    with pytest.raises(ConfigError, match="max_num_batched_tokens"):
+        config_from_dict({"engine": {"max_num_batched_tokens": 0}})
+    assert batched_tokens("cuda", True, None, 4096) == 32768
+    assert batched_tokens("cuda", False, None, 4096) == 8192  # the negative control: the engine's earlier value
+    assert batched_tokens("cpu", True, None, 2048) == 8192
+    assert batched_tokens("cuda", True, 8192, 4096) == 8192  # contract-mnbt8k
+    assert batched_tokens("cpu", True, 100, 2048) == 2048  # a step holds a whole prompt
+    with pytest.raises(ValueError, match="at least 1"):
+        batched_tokens("cuda", True, 0, 4096)
+
+    monkeypatch.setattr("policies.engines.check_engine_settings", lambda *a, **k: None)
+    monkeypatch.setattr(config_mod, "_memory_gib", lambda device="cpu": 141)
+    e = EngineConfig(kind="vllm", device="cuda", dtype="bfloat16", max_model_len=4096)
+    assert e.max_num_batched_tokens == 32768
+    assert EngineConfig(kind="torch", device="cuda", dtype="bfloat16").max_num_batched_tokens == 8192
+    got = _capture_vllm_engine_kwargs(monkeypatch)
+    base.make_engine(e, backbone="x")
+    assert got["max_num_batched_tokens"] == 32768
+
+    cuda = {**TINY["engine"], "kind": "vllm", "device": "cuda", "dtype": "bfloat16"}
+    cfg = config_from_dict({**TINY, "engine": cuda})
+    run = RunDir(tmp_path / "run")
+    legacy = cfg.to_dict()
+    del legacy["engine"]["max_num_batched_tokens"]  # saved before the field existed (ran with 8,192)
+    (run.path / "config.yaml").write_text(yaml.safe_dump(legacy))
+    assert run.saved_config().engine.max_num_batched_tokens == 32768
+    assert run.config_changes(cfg) == []
+    changed = config_from_dict({**TINY, "engine": {**cuda, "max_num_batched_tokens": 8192}})
+    (run.path / "config.yaml").write_text(yaml.safe_dump(changed.to_dict()))
+    assert run.config_changes(cfg) == []  # 8,192 -> 32,768: resumable
+    monkeypatch.setattr(run, "latest", lambda: ("capability-iter-1", {}))
+    check_run_dir(cfg, run, resume=True)
+    assert run_digest(changed) == run_digest(cfg)
+
+
 def test_batched_sampler_and_detokenize_defaults_by_device_and_old_runs_keep_theirs(monkeypatch, tmp_path):
     """The engine section's null resolves, once, to the measured choice: the batched seeded sampler
     on and per-step detokenization off for vLLM on CUDA, vLLM's own behaviour elsewhere (the CPU
@@ -250,7 +309,7 @@ def test_batched_sampler_and_detokenize_defaults_by_device_and_old_runs_keep_the
 
     d = cpu.to_dict()
     for k in ("batched_sampler", "detokenize", "cublas_linear", "cublas_workspace_config", "kv_cache_gib",
-              "gpu_memory_utilization"):
+              "gpu_memory_utilization", "max_num_batched_tokens"):
         del d["engine"][k]
     del d["name"], d["stages"]
     by_hand = hashlib.sha256(json.dumps([d, __version__], sort_keys=True, default=repr).encode()).hexdigest()[:16]
@@ -522,6 +581,7 @@ def test_engine_keeps_or_leaves_the_workspace_before_vllm_starts_and_a_later_vll
     # a second engine with another value than the proof's
     monkeypatch.setitem(vcp._STATE, "installed", True)
     monkeypatch.setitem(vcp._STATE, "proven_workspace_config", None)
+    monkeypatch.setitem(vcp._STATE, "proven_max_rows", 8192)
     caplog.clear()  # the CPU engine above may have warned (consistency patches installed by an earlier test)
     with caplog.at_level(logging.WARNING, logger=ve.log.name):
         assert real_linear_kernel(tmp_path, True, True, 8192, None) == ("cublas", "installed earlier in this process")
@@ -529,3 +589,8 @@ def test_engine_keeps_or_leaves_the_workspace_before_vllm_starts_and_a_later_vll
         assert real_linear_kernel(tmp_path, True, True, 8192, ":16:8") == (
             "cublas", "installed earlier in this process (proven with CUBLAS_WORKSPACE_CONFIG=unset)")
     assert "proven with CUBLAS_WORKSPACE_CONFIG=unset; this engine keeps :16:8" in caplog.text
+    assert "proven for up to" not in caplog.text
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger=ve.log.name):  # a later engine with larger steps than the proof's
+        assert real_linear_kernel(tmp_path, True, True, 32768, None) == ("cublas", "installed earlier in this process")
+    assert "proven for up to 8192 rows; this engine's steps hold up to 32768 tokens" in caplog.text

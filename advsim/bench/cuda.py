@@ -102,6 +102,7 @@ CONFIGS = {
     "contract-light": dict(consistent=True, cuda_graphs=True, batched_sampler=True, detokenize=False,
                            cublas_workspace_config="vllm"),
     "contract-mnbt32k": dict(consistent=True, cuda_graphs=True, max_num_batched_tokens=32768),
+    "contract-mnbt8k": dict(consistent=True, cuda_graphs=True, max_num_batched_tokens=8192),
     "default": dict(consistent=False, cuda_graphs=True),
     "default-mnbt32k": dict(consistent=False, cuda_graphs=True, max_num_batched_tokens=32768),
     "default-base": dict(consistent=False, cuda_graphs=True, enable_lora=False),
@@ -112,7 +113,8 @@ on cuBLAS without split-K where the engine proves it row-invariant at start
 (:mod:`policies.vllm_cuda_patches`), every seeded request's sampling noise in one launch
 (:mod:`policies.vllm_seeded_sampler`), no per-step detokenization (``detokenize=False``: token
 ids and flat log-probs only, text decoded once per completion) and ``CUBLAS_WORKSPACE_CONFIG``
-unset (vLLM sets ``:16:8``: up to ~85 µs of host time per eager matmul); ``contract-eager``,
+unset (vLLM sets ``:16:8``: up to ~85 µs of host time per eager matmul) and 32,768 batched tokens
+per engine step (see ``contract-mnbt8k`` below); ``contract-eager``,
 ``contract-fa3`` and ``contract-triton`` change one of those choices each (they show whether it is
 needed or what it costs; ``contract-triton`` runs the linear layers on vLLM 0.22's own
 batch-invariant Triton matmul, the linear kernel of the contract before 2026-12-04, and ran with
@@ -124,28 +126,34 @@ in those results); ``contract-ws4096`` keeps ``:4096:8`` (unmeasured). Labels of
 measurements, the same engines stated explicitly: ``contract-cublas`` (the 2026-12-04
 measurements' label; = ``contract-full``), ``contract-sampler`` (the batched sampler alone; not
 measured on a GPU), ``contract-light`` (= ``contract-ws16``; 2026-12-05a) and ``contract-nows``
-(= ``contract`` today; 2026-12-05b). ``contract-mnbt32k`` and ``default-mnbt32k`` raise the
-engine's batched-token budget per step from 8,192 to 32,768 (``max_num_batched_tokens``): the
-prefill of 256 × 512-token prompts then takes 4 steps instead of 16, each outside CUDA graphs and
-paying per-launch host work (in the 135M profiles a prefill step makes ~260 LoRA kernel calls at
-110–170 µs of host time each, in both engines: ``results/h200-contract-light-2026-12-05``,
-``results/h100-contract-nows-2026-12-05``); not yet measured. ``default`` is vLLM's own default
+(= ``contract-mnbt8k`` today; 2026-12-05b). The contract's batched-token budget per engine step
+(``max_num_batched_tokens``) is 32,768 since 2026-12-05c: the prefill of 256 × 512-token prompts
+takes 4 steps instead of 16, each outside CUDA graphs and paying per-launch host work (in the
+135M profiles a prefill step makes ~260 LoRA kernel calls at 110–170 µs of host time each);
+``contract-mnbt8k`` is the contract with 8,192 (what ``contract`` meant until then),
+``contract-mnbt32k`` the label of the measurement that chose 32,768 (= ``contract`` today;
+``results/h100-mnbt32k-2026-12-05``: 1.26× / 1.45× at batch 64 / 256, diff = 0 in every row), and
+``default-mnbt32k`` vLLM's default at 32,768 (``default`` keeps 8,192). ``default`` is vLLM's own default
 configuration (the negative control); ``default-base`` is ``default`` with LoRA off and no adapter on any request — a
 throughput diagnostic only (with ``transformers-base``, transformers without the adapter): how
 much of every engine's distance from the bandwidth floor is the LoRA path. The two ``-base`` rows
 are measured only when asked and have no consistency rows."""
 NOT_BY_DEFAULT = ("contract-full", "contract-ws16", "contract-ws4096", "contract-nows", "contract-cublas",
-                  "contract-sampler", "contract-light", "contract-mnbt32k", "default-mnbt32k", "default-base")
-"""Labels :func:`run` measures only when asked: ``contract-full`` and ``contract-ws16`` (what the
-contract's speed options buy), ``contract-ws4096`` and the two ``-mnbt32k`` rows (unmeasured), the labels of earlier
-measurements, and ``default-base`` (with ``transformers-base``), the no-adapter diagnostics."""
+                  "contract-sampler", "contract-light", "contract-mnbt32k", "contract-mnbt8k", "default-mnbt32k",
+                  "default-base")
+"""Labels :func:`run` measures only when asked: ``contract-full``, ``contract-ws16`` and
+``contract-mnbt8k`` (what the contract's speed options buy), ``contract-ws4096`` (unmeasured),
+``default-mnbt32k``, the labels of earlier measurements, and ``default-base`` (with
+``transformers-base``), the no-adapter diagnostics."""
 CONTRACT_LABELS = ("contract", "contract-triton", "contract-full", "contract-ws16", "contract-ws4096",
-                   "contract-nows", "contract-cublas", "contract-sampler", "contract-light", "contract-mnbt32k")
+                   "contract-nows", "contract-cublas", "contract-sampler", "contract-light", "contract-mnbt32k",
+                   "contract-mnbt8k")
 """Configurations that keep the contract: each of their consistency rows must be bit-identical
 (:func:`failures`), and their throughput is reported as a ratio to ``default`` and ``transformers``."""
 RATIOS = tuple((c, d) for c in CONTRACT_LABELS for d in ("default", "transformers")) + (
     ("default", "transformers"), ("default-base", "transformers-base"), ("default", "default-base"),
-    ("contract-mnbt32k", "default-mnbt32k"), ("default-mnbt32k", "transformers"), ("default-mnbt32k", "default"),
+    ("contract", "default-mnbt32k"), ("contract-mnbt32k", "default-mnbt32k"), ("default-mnbt32k", "transformers"),
+    ("default-mnbt32k", "default"), ("contract", "contract-mnbt8k"),
     ("transformers", "transformers-base"), ("default", "transformers-dynamic"),
     ("transformers", "transformers-dynamic"))
 """Throughput ratios :func:`run` prints where both rows were measured (same run)."""

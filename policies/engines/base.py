@@ -194,7 +194,8 @@ class EngineSettings(Protocol):
     # optional: cuda_graphs (bool, vLLM on CUDA; read with getattr, default True),
     # gpu_memory_utilization (float, vLLM on CUDA; default 0.9), cublas_linear (bool, vLLM on CUDA; default True),
     # batched_sampler and detokenize (bool or None, vLLM; default None: VLLMEngine's choice by device),
-    # cublas_workspace_config (str, vLLM on CUDA; default "unset")
+    # cublas_workspace_config (str, vLLM on CUDA; default "unset"),
+    # max_num_batched_tokens (int or None, vLLM; default None: VLLMEngine's choice by device)
 
 
 def make_engine(settings: EngineSettings, *, backbone: str | os.PathLike | None = None, model=None,
@@ -205,8 +206,8 @@ def make_engine(settings: EngineSettings, *, backbone: str | os.PathLike | None 
     Args:
         settings: kind (``vllm | torch``), device (``cpu | cuda``), dtype, max_model_len,
             kv_cache_gib, threads, max_num_seqs and, optionally, cuda_graphs,
-            gpu_memory_utilization, cublas_linear, batched_sampler, detokenize and
-            cublas_workspace_config (see
+            gpu_memory_utilization, cublas_linear, batched_sampler, detokenize,
+            cublas_workspace_config and max_num_batched_tokens (see
             ``advsim.config.EngineConfig`` for their meaning).
         backbone: ``kind="vllm"``: backbone name or local checkpoint folder the engine loads.
         model, tokenizer: ``kind="torch"``: the trainer's own peft model (with the role adapter
@@ -241,7 +242,8 @@ def make_engine(settings: EngineSettings, *, backbone: str | os.PathLike | None 
                           cublas_linear=getattr(settings, "cublas_linear", True),
                           batched_sampler=getattr(settings, "batched_sampler", None),
                           detokenize=getattr(settings, "detokenize", None),
-                          cublas_workspace_config=getattr(settings, "cublas_workspace_config", "unset"))
+                          cublas_workspace_config=getattr(settings, "cublas_workspace_config", "unset"),
+                          max_num_batched_tokens=getattr(settings, "max_num_batched_tokens", None))
     if model is None or tokenizer is None:
         raise ValueError("make_engine: engine.kind 'torch' runs on the trainer's model: pass model= and tokenizer=")
     import torch
