@@ -37,6 +37,7 @@ failing outputs and the parser's message. Everything random derives from
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import random
 import statistics
@@ -134,6 +135,29 @@ def group_stats(advantage_groups: Sequence[Sequence[float]]) -> dict[str, Any]:
             "adv_nonzero": sum(a != 0.0 for a in flat)}
 
 
+class PartTimer:
+    """Wall seconds per named part of one training iteration: ``with parts("propose"): …`` adds
+    the block's ``time.perf_counter`` span to ``parts.seconds["propose"]`` (a part entered twice
+    sums). :meth:`as_dict` is what a metrics row logs as ``part_seconds`` (0.1 s resolution). A
+    part served from a resumed run's saved episodes takes ~0 s: the row times what this process
+    computed."""
+
+    def __init__(self) -> None:
+        self.seconds: dict[str, float] = {}
+
+    @contextlib.contextmanager
+    def __call__(self, name: str):
+        t0 = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.seconds[name] = self.seconds.get(name, 0.0) + time.perf_counter() - t0
+
+    def as_dict(self) -> dict[str, float]:
+        """``{part: seconds}`` rounded to 0.1 s, in the order the parts first ran."""
+        return {k: round(v, 1) for k, v in self.seconds.items()}
+
+
 def _executor_update(learner, groups: Sequence[tuple[Sequence[Episode], float, Sequence[float]]]) -> dict:
     """groups: (episodes of one task, p̂, rewards) → one executor update; returns its stats
     with rewards, advantages and informative groups."""
@@ -187,16 +211,19 @@ def curriculum_history(learner, io: RoleIO, run, t: int, rng: random.Random, sui
 def stage1_iteration(learner, io: RoleIO, run, t: int, suite=None) -> dict[str, Any]:
     """One curriculum ↔ executor iteration in ``suite``'s world (default: the web forms);
     returns its metrics row (also logged)."""
-    started = time.perf_counter()
+    started, parts = time.perf_counter(), PartTimer()
     cfg, s1 = learner.cfg, learner.cfg.stage1
     suite = suite if suite is not None else WebFormsSuite()
     rng = random.Random(_seed(cfg, 1, t, 0))
 
     # collect: proposals -> tasks -> K control runs each -> p̂
-    lines = curriculum_history(learner, io, run, t, rng, suite)
+    with parts("history"):  # the first iteration probes the executor here
+        lines = curriculum_history(learner, io, run, t, rng, suite)
     all_hints = suite.curriculum_hints()
     hints = [all_hints[(i + t) % len(all_hints)] for i in range(s1.proposals)]
-    gens = _propose(learner, [suite.curriculum_prompt(io, h, lines) for h in hints], "curriculum", _seed(cfg, 1, t, 1))
+    with parts("propose"):
+        gens = _propose(learner, [suite.curriculum_prompt(io, h, lines) for h in hints], "curriculum",
+                        _seed(cfg, 1, t, 1))
     proposals, errors = _parse_all(gens, lambda text: suite.parse_proposal(io, text))
     tasks: list = []
     for i, p in enumerate(proposals):
@@ -207,7 +234,9 @@ def stage1_iteration(learner, io: RoleIO, run, t: int, suite=None) -> dict[str, 
             proposals[i], errors[i] = None, f"curriculum: not instantiable: {exc}"
     valid = [i for i, task in enumerate(tasks) if task is not None]
     K = s1.control_runs
-    ctrl = _episodes(learner, io, run, [EpisodeSpec(tasks[i]) for i in valid for _ in range(K)], _seed(cfg, 1, t, 2), suite)
+    with parts("control_runs"):
+        ctrl = _episodes(learner, io, run, [EpisodeSpec(tasks[i]) for i in valid for _ in range(K)], _seed(cfg, 1, t, 2),
+                         suite)
     p_hat = {i: sum(e.success for e in ctrl[k * K:(k + 1) * K]) / K for k, i in enumerate(valid)}
 
     # reward R_C (AdvSim2Real Eq. 2) and the curriculum's update
@@ -219,8 +248,9 @@ def stage1_iteration(learner, io: RoleIO, run, t: int, suite=None) -> dict[str, 
     r_c = [curriculum_reward(p_hat.get(i), tasks[i] is not None, clusters[i], len(gens), s1.lambda_c)
            for i in range(len(gens))]
     adv_c = group_normalize(r_c)
-    cur_stats = learner.update("curriculum", [Sample(g.request.prompt_ids, g.token_ids, g.logprobs, a, str(g.adapter))
-                                              for g, a in zip(gens, adv_c)])
+    with parts("curriculum_update"):
+        cur_stats = learner.update("curriculum", [Sample(g.request.prompt_ids, g.token_ids, g.logprobs, a, str(g.adapter))
+                                                  for g, a in zip(gens, adv_c)])
     cur_stats.update(group_stats([adv_c]))
 
     # executor pool: the best proposals by R_C (ties: proposal order), G rollouts each —
@@ -232,10 +262,13 @@ def stage1_iteration(learner, io: RoleIO, run, t: int, suite=None) -> dict[str, 
         eps = []
         chunks = [ctrl[at[i] * K:(at[i] + 1) * K] for i in pool]
     else:
-        eps = _episodes(learner, io, run, [EpisodeSpec(tasks[i]) for i in pool for _ in range(G)], _seed(cfg, 1, t, 3), suite)
+        with parts("executor_rollouts"):
+            eps = _episodes(learner, io, run, [EpisodeSpec(tasks[i]) for i in pool for _ in range(G)], _seed(cfg, 1, t, 3),
+                            suite)
         chunks = [eps[k * G:(k + 1) * G] for k in range(len(pool))]
     groups = [(chunk, p_hat[i], [executor_reward(e.success) for e in chunk]) for chunk, i in zip(chunks, pool)]
-    ex_stats = _executor_update(learner, groups)
+    with parts("executor_update"):
+        ex_stats = _executor_update(learner, groups)
 
     # log
     run.log("proposals.jsonl", [{"stage": 1, "iteration": t, "role": "curriculum", "text": g.text,
@@ -254,7 +287,7 @@ def stage1_iteration(learner, io: RoleIO, run, t: int, suite=None) -> dict[str, 
            "executor_groups": s1.executor_groups,
            "parse": {"curriculum": _parse_report(gens, errors), "executor": _executor_parse(list(ctrl) + list(eps))},
            "curriculum": cur_stats, "executor": ex_stats, "engine": learner.engine_record(),
-           "seconds": round(time.perf_counter() - started, 1)}
+           "seconds": round(time.perf_counter() - started, 1), "part_seconds": parts.as_dict()}
     run.log("events.jsonl", [row])
     return row
 
@@ -311,7 +344,7 @@ def stage2_iteration(learner, io: RoleIO, run, t: int, history: list[dict], suit
     """One adversary ↔ executor iteration in ``suite``'s world (default: the web forms).
     ``history`` (list of {"task": …, "injection": …}) is extended with this iteration's accepted
     attacks. Returns the metrics row (also logged)."""
-    started = time.perf_counter()
+    started, parts = time.perf_counter(), PartTimer()
     cfg, s2 = learner.cfg, learner.cfg.stage2
     suite = suite if suite is not None else WebFormsSuite()
     rng = random.Random(_seed(cfg, 2, t, 0))
@@ -319,8 +352,9 @@ def stage2_iteration(learner, io: RoleIO, run, t: int, history: list[dict], suit
 
     # 1. collect clean controls on candidate tasks; keep p̂ ≥ η
     candidates = _stage2_candidates(run, cfg, rng, 2 * s2.tasks, suite)
-    ctrl = _episodes(learner, io, run, [EpisodeSpec(task) for task in candidates for _ in range(K)], _seed(cfg, 2, t, 2),
-                     suite)
+    with parts("control_runs"):
+        ctrl = _episodes(learner, io, run, [EpisodeSpec(task) for task in candidates for _ in range(K)],
+                         _seed(cfg, 2, t, 2), suite)
     per_task = [(task, ctrl[k * K:(k + 1) * K], sum(e.success for e in ctrl[k * K:(k + 1) * K]) / K)
                 for k, task in enumerate(candidates)]
     per_task.sort(key=lambda x: -x[2])
@@ -329,7 +363,8 @@ def stage2_iteration(learner, io: RoleIO, run, t: int, history: list[dict], suit
             "control_success": statistics.fmean(e.success for e in ctrl) if ctrl else None}
     if not chosen:
         row = {**base, "skipped": f"no task with control p̂ >= eta = {s2.eta} among {len(candidates)} candidates; "
-                                  "adversary and executor not updated", "seconds": round(time.perf_counter() - started, 1)}
+                                  "adversary and executor not updated", "seconds": round(time.perf_counter() - started, 1),
+               "part_seconds": parts.as_dict()}
         run.log("trajectories.jsonl", [{"stage": 2, "iteration": t, "kind": "control", **e.to_row()} for e in ctrl])
         run.log("events.jsonl", [row])
         return row
@@ -342,15 +377,17 @@ def stage2_iteration(learner, io: RoleIO, run, t: int, history: list[dict], suit
         for _ in range(s2.proposals_per_task):
             prompts.append(prompt)
             owners.append(j)
-    gens = _propose(learner, prompts, "adversary", _seed(cfg, 2, t, 3))
+    with parts("propose"):
+        gens = _propose(learner, prompts, "adversary", _seed(cfg, 2, t, 3))
     parsed, errors = [], []
     for g, j in zip(gens, owners):  # the owner task checks ζ against its tools (ledger world)
         p, e = _parse_all([g], lambda text: suite.parse_injection(io, text, chosen[j][0]))
         parsed += p
         errors += e
-    by_prop, _ = _replay(learner, io, run, chosen, parsed, owners, _seed(cfg, 2, t, 4), suite)
-    nulls = [suite.null_injection(p) if p is not None else None for p in parsed]
-    by_null, _ = _replay(learner, io, run, chosen, nulls, owners, _seed(cfg, 2, t, 4), suite)
+    with parts("replays"):  # the attacks and their null controls
+        by_prop, _ = _replay(learner, io, run, chosen, parsed, owners, _seed(cfg, 2, t, 4), suite)
+        nulls = [suite.null_injection(p) if p is not None else None for p in parsed]
+        by_null, _ = _replay(learner, io, run, chosen, nulls, owners, _seed(cfg, 2, t, 4), suite)
 
     # reward R_A (AdvSim2Real Eq. 5), advantages per task, the adversary's update
     r_a = [0.0] * len(gens)
@@ -380,8 +417,9 @@ def stage2_iteration(learner, io: RoleIO, run, t: int, history: list[dict], suit
         adv_groups.append(g_adv)
         for i, a in zip(idx, g_adv):
             adv_a[i] = a
-    adv_stats = learner.update("adversary", [Sample(g.request.prompt_ids, g.token_ids, g.logprobs, a, str(g.adapter))
-                                             for g, a in zip(gens, adv_a)])
+    with parts("adversary_update"):
+        adv_stats = learner.update("adversary", [Sample(g.request.prompt_ids, g.token_ids, g.logprobs, a, str(g.adapter))
+                                                 for g, a in zip(gens, adv_a)])
     adv_stats.update(group_stats(adv_groups))
 
     # 3. the executor on the mixed pool (fresh attacks, history, clean)
@@ -395,15 +433,17 @@ def stage2_iteration(learner, io: RoleIO, run, t: int, history: list[dict], suit
     items += [_history_item(rng.choice(history), suite) for _ in range(n_hist)]
     items += [{"task": rng.choice(chosen)[0], "injection": None} for _ in range(n_clean)]
     G = s2.rollouts_per_task
-    eps = _episodes(learner, io, run, [EpisodeSpec(it["task"], it["injection"]) for it in items for _ in range(G)],
-                    _seed(cfg, 2, t, 5), suite)
+    with parts("executor_rollouts"):
+        eps = _episodes(learner, io, run, [EpisodeSpec(it["task"], it["injection"]) for it in items for _ in range(G)],
+                        _seed(cfg, 2, t, 5), suite)
     groups = []
     for k, it in enumerate(items):
         chunk = eps[k * G:(k + 1) * G]
         target = it["injection"] is not None and it["injection"].target_action is not None
         rs = [executor_reward(e.success, target and e.rendered, e.took_target, s2.w_g, s2.w_r) for e in chunk]
         groups.append((chunk, sum(e.success for e in chunk) / G, rs))
-    ex_stats = _executor_update(learner, groups)
+    with parts("executor_update"):
+        ex_stats = _executor_update(learner, groups)
     history.extend({"task_id": f["task"].id, "task": suite.task_to_dict(f["task"]),
                     "injection": f["injection"].model_dump()} for f in fresh)
 
@@ -426,7 +466,7 @@ def stage2_iteration(learner, io: RoleIO, run, t: int, history: list[dict], suit
            "executor_clean_success": statistics.fmean(e.success for e in clean) if clean else None,
            "parse": {"adversary": _parse_report(gens, errors), "executor": _executor_parse(list(ctrl) + list(eps))},
            "adversary": adv_stats, "executor": ex_stats, "engine": learner.engine_record(),
-           "seconds": round(time.perf_counter() - started, 1)}
+           "seconds": round(time.perf_counter() - started, 1), "part_seconds": parts.as_dict()}
     run.log("events.jsonl", [row])
     return row
 

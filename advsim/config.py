@@ -146,7 +146,10 @@ class EngineConfig:
               "generated tokens/s at batch 64/256 with 32768 against 10,689/14,750 with 8192 (same call), diff = 0 "
               "in every consistency row with both (results/h100-mnbt32k-2026-12-05). A scheduling choice only: "
               "under the batch-invariant contract no log-prob depends on which requests share a step, so a run "
-              "may resume with it changed. Ignored by kind 'torch'.", ge=1)
+              "may resume with it changed (at 8192 and 32768 the 64-request consistency row sampled the same "
+              "tokens with the same log-probs, bit for bit), and each update's engine record in events.jsonl says "
+              "what it ran with; a saved config without the field ran max(max_model_len, 8192). Ignored by kind "
+              "'torch'.", ge=1)
 
     @field_validator("cublas_workspace_config", mode="before")
     @classmethod

@@ -41,6 +41,7 @@ import logging
 import math
 import os
 import random
+import time
 from pathlib import Path
 from typing import Sequence
 
@@ -79,6 +80,11 @@ def length_grouped_batches(lengths: Sequence[int], micro_batch: int, rng: random
         batches += [chunk[k:k + micro_batch] for k in range(0, len(chunk), micro_batch)]
     rng.shuffle(batches)
     return batches
+
+
+class EngineChangedError(RuntimeError):
+    """A resumed run's engine runs its linear layers on another kernel than the run's earlier
+    updates recorded (``events.jsonl``'s ``engine.linear_kernel``): its values would differ."""
 
 
 class Learner:
@@ -147,6 +153,9 @@ class Learner:
         self._backbone_path = backbone_path
         self._engine = engine
         self.engine_log: Path | None = None  # fd 2 goes here while the engine starts (advsim.run.stderr_to)
+        # the linear kernel the run's earlier updates recorded (advsim.train sets it on resume): an engine that
+        # starts with another one would give other values, so it raises EngineChangedError instead
+        self.resume_linear_kernel: str | None = None
         self._saved: dict[str, Path] = {}  # every adapter version saved or restored, in order
         for r in ROLES:
             self.publish(r)
@@ -154,23 +163,37 @@ class Learner:
     @property
     def engine(self):
         """The rollout engine, built on first use (so a warm start trains before vLLM starts and
-        binds its CPU threads); on creation every version saved so far is registered."""
+        binds its CPU threads); on creation every version saved so far is registered.
+
+        Raises:
+            EngineChangedError: :attr:`resume_linear_kernel` is set and the new engine runs its
+                linear layers on another kernel (e.g. a resume on another card, or where the
+                engine's start-up cuBLAS proof failed this time).
+        """
         if self._engine is None:
             from advsim.run import stderr_to
 
             with stderr_to(self.engine_log):
                 self._engine = self._make_engine()
+            got = getattr(self._engine, "linear_kernel", None)
+            if self.resume_linear_kernel and got and got != self.resume_linear_kernel:
+                raise EngineChangedError(
+                    f"this run's earlier updates ran the linear layers on {self.resume_linear_kernel!r}; this engine "
+                    f"runs them on {got!r} ({getattr(self._engine, 'linear_kernel_reason', '')}): another kernel gives "
+                    "other values, so the run cannot resume here. Resume it on the card and engine settings it "
+                    "started with, or start a new run directory")
             saved, self._saved = self._saved, {}
             for ref, path in saved.items():
                 self._register(ref, path)
         return self._engine
 
-    def engine_record(self) -> dict[str, str] | None:
+    def engine_record(self) -> dict[str, str | int] | None:
         """What generated the rollouts, for the run's events (``None`` until the engine has started):
         ``{"kind", "device", "dtype", "class"}`` from the config and the engine object, plus, for vLLM
         on CUDA, ``"linear_kernel"`` (``"cublas"``, ``"triton"`` — vLLM's batch-invariant matmul — or
         ``"vllm default"``) and ``"linear_kernel_reason"`` (the proof or the reason for a fallback,
-        :class:`policies.engines.VLLMEngine`), so a report names the kernels its diff = 0 was measured on."""
+        :class:`policies.engines.VLLMEngine`), so a report names the kernels its diff = 0 was measured on,
+        and for vLLM ``"max_num_batched_tokens"`` (the tokens one engine step held)."""
         if self._engine is None:
             return None
         e = self.cfg.engine
@@ -179,6 +202,9 @@ class Learner:
         if kernel:
             out["linear_kernel"] = kernel
             out["linear_kernel_reason"] = getattr(self._engine, "linear_kernel_reason", "")
+        budget = getattr(self._engine, "max_num_batched_tokens", None)
+        if isinstance(budget, int):
+            out["max_num_batched_tokens"] = budget
         return out
 
     def _register(self, ref: str, path: Path) -> None:
@@ -402,7 +428,10 @@ class Learner:
         Returns:
             Stats: loss and pg (summed over the optimizer steps, each the 1/N mean of its
             mini-batch), kl (k3 per token), grad_norms (one per step), diff (max/mean/std/k3 between rollout and
-            training log-probs), tokens, samples, grad_norm, version (the new one).
+            training log-probs), tokens, samples, grad_norm, version (the new one), and wall seconds
+            of its parts: score_seconds (the engine's forward values ℓ for every sample),
+            step_seconds (the gradient graphs and AdamW steps) and publish_seconds (saving the new
+            adapter version and registering it with the engine).
 
         Raises:
             ConsistencyError: ``consistency="strict"`` and a non-zero diff.
@@ -418,7 +447,9 @@ class Learner:
         seqs = [list(s.prompt_ids) + list(s.completion_ids) for s in samples]
         plens = [len(s.prompt_ids) for s in samples]
         lens = [len(s.completion_ids) for s in samples]
+        t0 = time.perf_counter()
         scores = self.engine.score(seqs, [ref] * len(seqs))
+        score_seconds = time.perf_counter() - t0
         train_vals = [sc[pl - 1:] for sc, pl in zip(scores, plens)]
         width_all = max(lens)
         # the diff compares the engine's floats with the rollout's: exact on the CPU, whatever the device
@@ -439,16 +470,21 @@ class Learner:
             random.Random(f"{role}:{self.versions[role]}").shuffle(order)
         bounds = [round(k * n / steps) for k in range(steps + 1)]
         grad_norms = []
+        t0 = time.perf_counter()
         for k in range(steps):
             chunk = order[bounds[k]:bounds[k + 1]]
             with self.deterministic():
                 self._step(role, opt, chunk, samples, seqs, plens, lens, train_vals, totals, grad_norms)
+        step_seconds = time.perf_counter() - t0
         self.versions[role] += 1
+        t0 = time.perf_counter()
         self.publish(role)
         return {"loss": totals["loss"], "pg": totals["pg"], "kl": totals["kl_sum"] / max(totals["tokens"], 1.0),
                 "diff": diff, "tokens": int(totals["tokens"]), "samples": n, "samples_given": given,
                 "grad_norm": grad_norms[-1],
-                "grad_norms": grad_norms, "optimizer_steps": steps, "version": self.versions[role]}
+                "grad_norms": grad_norms, "optimizer_steps": steps, "version": self.versions[role],
+                "score_seconds": round(score_seconds, 2), "step_seconds": round(step_seconds, 2),
+                "publish_seconds": round(time.perf_counter() - t0, 2)}
 
     def _step(self, role, opt, chunk, samples, seqs, plens, lens, train_vals, totals, grad_norms) -> None:
         """One optimizer step on the samples ``chunk`` (indices), accumulated over micro-batches;

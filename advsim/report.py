@@ -248,6 +248,50 @@ def wall_time_lines(events: list[dict], results: dict) -> list[str]:
     return out
 
 
+UPDATE_PARTS = {"curriculum_update": "curriculum", "adversary_update": "adversary", "executor_update": "executor"}
+"""A part of an iteration's ``part_seconds`` that is one role's update → that role's stats key."""
+
+
+PART_ORDER = ("history", "control_runs", "propose", "replays", "curriculum_update", "adversary_update",
+              "executor_rollouts", "executor_update")
+"""The parts of :class:`advsim.coevolution.PartTimer` in the order an iteration runs them (stage 1:
+history, propose, control runs, …; stage 2: control runs, propose, replays, …): the table's columns."""
+
+
+def part_time_lines(events: list[dict]) -> list[str]:
+    """The report's "Where a training iteration's time goes" table: per stage-1/2 iteration with
+    ``part_seconds`` (:class:`advsim.coevolution.PartTimer`), the seconds of each part (columns in
+    :data:`PART_ORDER`) — history
+    (stage 1's probes), proposals, control runs, replays, rollouts, each role's update split into
+    the engine's score (the forward values ℓ) and the learner's gradient steps — and the rest of
+    the iteration (``other``: rewards, logging, parsing). [] when no row has the key (runs from
+    before it was recorded)."""
+    rows = [e for e in events if "stage" in e and isinstance(e.get("part_seconds"), dict)]
+    if not rows:
+        return []
+    seen = {k for e in rows for k in e["part_seconds"]}  # events.jsonl sorts keys: put them back in run order
+    names = [k for k in PART_ORDER if k in seen] + sorted(seen - set(PART_ORDER))
+
+    def cell(e: dict, name: str) -> str:
+        sec = e["part_seconds"].get(name)
+        if sec is None:
+            return "—"
+        stats = e.get(UPDATE_PARTS.get(name, ""), {})
+        if isinstance(stats, dict) and "score_seconds" in stats:
+            return f"{sec:.1f} (score {stats['score_seconds']:.1f}, steps {stats['step_seconds']:.1f})"
+        return f"{sec:.1f}"
+
+    out = ["", "## Where a training iteration's time goes (seconds)", "",
+           "| phase | total | " + " | ".join(n.replace("_", " ") for n in names) + " | other |",
+           "|---|---|" + "---|" * (len(names) + 1)]
+    for e in rows:
+        name = ("capability-iter-" if e["stage"] == 1 else "robust-iter-") + str(e["iteration"])
+        other = e.get("seconds", 0.0) - sum(e["part_seconds"].values())
+        out.append(f"| {name} | {e.get('seconds', 0.0):.1f} | " + " | ".join(cell(e, n) for n in names)
+                   + f" | {max(other, 0.0):.1f} |")
+    return out
+
+
 def _mean_cell(xs: list[float], digits: int) -> str:
     return f"{sum(xs) / len(xs):.{digits}f}" if xs else "—"
 
@@ -455,6 +499,7 @@ def write_report(run_dir: str | Path, results: dict) -> Path:
             lines += [f"- {s}.{i} {role}: `{f['text'][:120]!r}` — {f['error'][:160]}" for s, i, role, f in fails]
     lines += curriculum_level_lines(proposals)
     lines += wall_time_lines(events, results)
+    lines += part_time_lines(events)
     lines += ["", "![completion per checkpoint](completion.png)", "", f"![per {gname}](groups.png)", "",
               "![training curves](training.png)", ""]
     path = run.path / "report.md"

@@ -146,6 +146,8 @@ def train(cfg: TrainConfig, run_dir: str | Path, resume: bool = False, console: 
         RunExistsError: checkpoints exist and ``resume`` is False, or the config changed (:func:`check_run_dir`),
             or the backbone's tokenizer differs from the one the run started with
             (:meth:`advsim.run.RunDir.tokenizer_changes`).
+        advsim.learner.EngineChangedError: a resumed run's engine starts with another linear-layer
+            kernel than its earlier updates recorded (another card, or a start-up proof that failed).
         advsim.run.RunFileError: a file of the run directory cannot be read back (the checkpoint
             to resume from included: its state, adapters or optimizer state).
         advsim.run.RunInUseError: another process works in ``run_dir`` (:meth:`advsim.run.RunDir.lock`).
@@ -189,6 +191,9 @@ def _train(cfg: TrainConfig, run: RunDir, resume: bool, console: Console, learne
                                f"({type(exc).__name__}: {str(exc)[:300]}); its adapters or optimizer state are "
                                "missing or damaged") from None
         history = list(state.get("history", []))
+        kernels = [e["engine"]["linear_kernel"] for e in run.read("events.jsonl")
+                   if isinstance(e.get("engine"), dict) and e["engine"].get("linear_kernel")]
+        learner.resume_linear_kernel = kernels[-1] if kernels else None  # the engine checks it when it starts
         console.log(f"resuming {run.path} after checkpoint {name!r}")
     with Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), TimeElapsedColumn(),
                   console=console, transient=False) as bars:

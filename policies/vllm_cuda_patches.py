@@ -52,7 +52,8 @@ def row_counts(max_rows: int = 8192) -> tuple[int, ...]:
 
 
 ROW_COUNTS = row_counts(8192)
-"""The default :func:`row_counts` (vLLM's default 8,192 batched tokens)."""
+"""The default :func:`row_counts`: up to 8,192 rows (the engine's batched tokens per step off CUDA, and
+on CUDA until 2026-12-05c; the contract on CUDA now proves up to 32,768)."""
 
 _STATE: dict = {"installed": False, "reason": "not tried"}
 

@@ -141,7 +141,7 @@ def test_batched_sampler_is_cuda_only_and_a_contract_bench_row(monkeypatch):
         VLLMEngine(batched_sampler=True)
     full = cuda.CONFIGS["contract-full"]
     assert full == {**cuda.CONFIGS["contract"], "batched_sampler": False, "detokenize": True,
-                    "cublas_workspace_config": "vllm"}
+                    "cublas_workspace_config": "vllm", "max_num_batched_tokens": 8192}
     # 2026-12-05a's label: contract-ws16 with the two options (today's defaults) stated
     assert cuda.CONFIGS["contract-light"] == {**cuda.CONFIGS["contract-ws16"], "batched_sampler": True,
                                               "detokenize": False}

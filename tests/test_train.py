@@ -67,6 +67,37 @@ def run_tiny(tmp, warmstart: bool = False, chunk_episodes: int | None = None, **
     return train(cfg, tmp, learner=learner, io=tiny_io(tok), **kw)
 
 
+def test_a_resume_whose_engine_runs_another_linear_kernel_stops(tmp_path, monkeypatch):
+    """A resumed run whose engine starts with another linear-layer kernel than its earlier updates
+    recorded (another card, or a start-up cuBLAS proof that failed this time: the proof's rows grow
+    with engine.max_num_batched_tokens, which a resume may change) stops with a clear error
+    before any rollout; with the same kernel it resumes."""
+    from advsim.learner import EngineChangedError, Learner
+
+    run_tiny(tmp_path, stop_after="capability-iter-1")
+    events = tmp_path / "events.jsonl"
+    rows = [json.loads(line) for line in events.read_text().splitlines()]
+    assert sum("engine" in r for r in rows) == 1
+    for r in rows:  # as a CUDA engine with cuBLAS linear layers records its update
+        if "engine" in r:
+            r["engine"] = {**r["engine"], "linear_kernel": "cublas", "linear_kernel_reason": "proven here"}
+    events.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    make = Learner._make_engine
+    kernel = {"name": "triton"}
+
+    def engine_with_kernel(self):
+        eng = make(self)
+        eng.linear_kernel, eng.linear_kernel_reason = kernel["name"], "a reason"
+        return eng
+
+    monkeypatch.setattr(Learner, "_make_engine", engine_with_kernel)
+    with pytest.raises(EngineChangedError, match=r"earlier updates ran the linear layers on 'cublas'; this engine "
+                                                 r"runs them on 'triton' \(a reason\): another kernel"):
+        run_tiny(tmp_path, resume=True)
+    kernel["name"] = "cublas"
+    assert run_tiny(tmp_path, resume=True).completed()[-2:] == ["robust-iter-1", "adv-v-1"]
+
+
 def test_phase_names():
     cfg = config_from_dict({**TINY, "warmstart": {"enabled": True}})
     assert phases(cfg) == ["warmstart", "capability-iter-1", "capability-iter-2", "robust-iter-1"]
@@ -99,6 +130,12 @@ def test_tiny_pipeline_writes_run_and_resume_is_bit_exact(tmp_path):
     assert adapter_digests(part) == adapter_digests(full)
     assert _without_seconds(resumed.read("events.jsonl")) == _without_seconds(events)  # wall-clock times differ
     assert all(e["seconds"] > 0 for e in events)
+    stage_rows = [e for e in events if "stage" in e]  # each iteration's time split into its parts
+    assert all({"history", "propose", "control_runs", "curriculum_update", "executor_update"} <= set(e["part_seconds"])
+               for e in stage_rows if e["stage"] == 1)
+    assert all(sum(e["part_seconds"].values()) <= e["seconds"] + 0.5 for e in stage_rows)
+    assert all(e["executor"]["score_seconds"] >= 0 and e["executor"]["step_seconds"] > 0
+               for e in stage_rows if e["executor"].get("samples"))
     assert resumed.read("trajectories.jsonl") == run.read("trajectories.jsonl")
 
 
@@ -257,7 +294,7 @@ def test_sigkill_at_three_points_then_resume_gives_the_same_adapters(tmp_path):
 def _without_seconds(rows):
     def strip(x):
         if isinstance(x, dict):
-            return {k: strip(v) for k, v in x.items() if k != "seconds"}
+            return {k: strip(v) for k, v in x.items() if k != "seconds" and not k.endswith("_seconds")}
         if isinstance(x, list):
             return [strip(v) for v in x]
         return x
@@ -420,6 +457,47 @@ def test_wall_time_table_lists_each_phase_and_checkpoint_evaluation():
         "| warmstart | evaluation | 36 |", "| robust-iter-1 | evaluation | 48 |",
         "| total | training 684 s, evaluation 84 s | 768 |"]
     assert wall_time_lines([{"stage": 1, "iteration": 1}], {"checkpoints": {}}) == []
+
+
+def test_part_time_table_splits_each_iteration_and_its_updates():
+    """Each stage row's ``part_seconds`` becomes one line: its parts in run order (a part
+    an iteration lacks is a dash), each role update with the engine's score and the learner's
+    steps, and the rest of the iteration as ``other``; rows without the key are left out."""
+    from advsim.report import part_time_lines
+
+    events = [{"phase": "warmstart", "warmstart": {}, "seconds": 305.2},
+              {"stage": 1, "iteration": 1, "seconds": 100.0,
+               "part_seconds": {"history": 10.0, "propose": 5.0, "control_runs": 50.0, "curriculum_update": 4.0,
+                                "executor_update": 20.0},
+               "curriculum": {"score_seconds": 1.2, "step_seconds": 2.6},
+               "executor": {"score_seconds": 6.0, "step_seconds": 13.0}},
+              {"stage": 2, "iteration": 1, "seconds": 60.0,
+               "part_seconds": {"control_runs": 30.0, "executor_update": 10.0},
+               "executor": {"samples": 0}},
+              {"stage": 1, "iteration": 2, "seconds": 9.0}]
+    assert part_time_lines(events) == [
+        "", "## Where a training iteration's time goes (seconds)", "",
+        "| phase | total | history | control runs | propose | curriculum update | executor update | other |",
+        "|---|---|---|---|---|---|---|---|",
+        "| capability-iter-1 | 100.0 | 10.0 | 50.0 | 5.0 | 4.0 (score 1.2, steps 2.6) | 20.0 (score 6.0, steps 13.0) | 11.0 |",
+        "| robust-iter-1 | 60.0 | — | 30.0 | — | — | 10.0 | 20.0 |"]
+    assert part_time_lines(events[:1] + events[3:]) == []
+
+
+def test_part_timer_sums_a_part_entered_twice_and_keeps_the_first_order(monkeypatch):
+    from advsim import coevolution
+
+    ticks = iter([0.0, 1.25, 10.0, 10.5, 20.0, 22.0])
+    monkeypatch.setattr(coevolution.time, "perf_counter", lambda: next(ticks))
+    parts = coevolution.PartTimer()
+    with parts("propose"):
+        pass
+    with parts("replays"):
+        pass
+    with pytest.raises(RuntimeError):
+        with parts("propose"):  # timed even when the block raises
+            raise RuntimeError("engine died")
+    assert parts.as_dict() == {"propose": 3.2, "replays": 0.5}
 
 
 def test_an_evaluation_stopped_part_way_resumes_from_its_saved_chunks(tmp_path, monkeypatch):

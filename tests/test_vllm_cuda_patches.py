@@ -233,8 +233,10 @@ def test_max_num_batched_tokens_by_device_and_a_run_resumes_with_it_changed(monk
     assert batched_tokens("cuda", False, None, 4096) == 8192  # the negative control: the engine's earlier value
     assert batched_tokens("cpu", True, None, 2048) == 8192
     assert batched_tokens("cuda", True, 8192, 4096) == 8192  # contract-mnbt8k
-    assert batched_tokens("cpu", True, 100, 2048) == 2048  # a step holds a whole prompt
-    with pytest.raises(ValueError, match="at least 1"):
+    assert batched_tokens("cuda", True, None, 40_000) == 40_000  # a step holds a whole prompt
+    with pytest.raises(ValueError, match=r"max_num_batched_tokens \(100\) is below max_model_len \(2048\)"):
+        batched_tokens("cpu", True, 100, 2048)
+    with pytest.raises(ValueError, match="below max_model_len"):
         batched_tokens("cuda", True, 0, 4096)
 
     monkeypatch.setattr("policies.engines.check_engine_settings", lambda *a, **k: None)
@@ -252,8 +254,7 @@ def test_max_num_batched_tokens_by_device_and_a_run_resumes_with_it_changed(monk
     legacy = cfg.to_dict()
     del legacy["engine"]["max_num_batched_tokens"]  # saved before the field existed (ran with 8,192)
     (run.path / "config.yaml").write_text(yaml.safe_dump(legacy))
-    assert run.saved_config().engine.max_num_batched_tokens == 32768
-    assert run.config_changes(cfg) == []
+    assert run.saved_config().engine.max_num_batched_tokens == 32768  # the field's doc: such a run ran 8,192
     changed = config_from_dict({**TINY, "engine": {**cuda, "max_num_batched_tokens": 8192}})
     (run.path / "config.yaml").write_text(yaml.safe_dump(changed.to_dict()))
     assert run.config_changes(cfg) == []  # 8,192 -> 32,768: resumable
@@ -294,7 +295,7 @@ def test_batched_sampler_and_detokenize_defaults_by_device_and_old_runs_keep_the
     cpu = config_from_dict(TINY)
     cpu_run = RunDir(tmp_path / "cpu")
     legacy_cpu = cpu.to_dict()
-    for k in ("batched_sampler", "detokenize", "cublas_linear", "cublas_workspace_config"):
+    for k in ("batched_sampler", "detokenize", "cublas_linear", "cublas_workspace_config", "max_num_batched_tokens"):
         del legacy_cpu["engine"][k]
     (cpu_run.path / "config.yaml").write_text(yaml.safe_dump(legacy_cpu))
     assert cpu_run.config_changes(cpu) == []
@@ -441,8 +442,13 @@ def test_workspace_config_is_checked_and_kept_after_vllms_init(monkeypatch):
     with pytest.raises(ValueError):
         vcp.keep_workspace_config(":x:8", module=fake)
     assert cuda.CONFIGS["contract-ws4096"] == {**cuda.CONFIGS["contract"], "cublas_workspace_config": ":4096:8"}
-    assert cuda.CONFIGS["contract-ws16"] == {**cuda.CONFIGS["contract"], "cublas_workspace_config": "vllm"}
-    assert cuda.CONFIGS["contract-nows"] == {**cuda.CONFIGS["contract"], "cublas_workspace_config": "unset"}
+    assert cuda.CONFIGS["contract-ws16"] == {**cuda.CONFIGS["contract-mnbt8k"], "cublas_workspace_config": "vllm"}
+    assert cuda.CONFIGS["contract-nows"] == {**cuda.CONFIGS["contract-mnbt8k"], "cublas_workspace_config": "unset"}
+    # the labels of earlier measurements keep the 8,192 batched tokens per step they were measured with
+    for label in ("contract-full", "contract-cublas", "contract-light", "contract-sampler", "contract-ws16",
+                  "contract-nows", "contract-mnbt8k"):
+        assert cuda.CONFIGS[label]["max_num_batched_tokens"] == 8192, label
+    assert "max_num_batched_tokens" not in cuda.CONFIGS["contract"]  # the engine's default: 32,768 on CUDA
     import inspect
 
     assert inspect.signature(VLLMEngine).parameters["cublas_workspace_config"].default == "unset"  # = contract-nows

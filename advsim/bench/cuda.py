@@ -90,17 +90,18 @@ CONFIGS = {
     "contract-eager": dict(consistent=True, cuda_graphs=False),
     "contract-fa3": dict(consistent=True, cuda_graphs=True, attention_backend="FLASH_ATTN"),
     "contract-triton": dict(consistent=True, cuda_graphs=True, cublas_linear=False),
+    # the labels of earlier measurements state the engine they measured, 8,192 batched tokens per step included
     "contract-cublas": dict(consistent=True, cuda_graphs=True, cublas_linear=True, batched_sampler=False,
-                            detokenize=True, cublas_workspace_config="vllm"),
+                            detokenize=True, cublas_workspace_config="vllm", max_num_batched_tokens=8192),
     "contract-full": dict(consistent=True, cuda_graphs=True, batched_sampler=False, detokenize=True,
-                          cublas_workspace_config="vllm"),
-    "contract-ws16": dict(consistent=True, cuda_graphs=True, cublas_workspace_config="vllm"),
+                          cublas_workspace_config="vllm", max_num_batched_tokens=8192),
+    "contract-ws16": dict(consistent=True, cuda_graphs=True, cublas_workspace_config="vllm", max_num_batched_tokens=8192),
     "contract-ws4096": dict(consistent=True, cuda_graphs=True, cublas_workspace_config=":4096:8"),
-    "contract-nows": dict(consistent=True, cuda_graphs=True, cublas_workspace_config="unset"),
+    "contract-nows": dict(consistent=True, cuda_graphs=True, cublas_workspace_config="unset", max_num_batched_tokens=8192),
     "contract-sampler": dict(consistent=True, cuda_graphs=True, batched_sampler=True, detokenize=True,
-                             cublas_workspace_config="vllm"),
+                             cublas_workspace_config="vllm", max_num_batched_tokens=8192),
     "contract-light": dict(consistent=True, cuda_graphs=True, batched_sampler=True, detokenize=False,
-                           cublas_workspace_config="vllm"),
+                           cublas_workspace_config="vllm", max_num_batched_tokens=8192),
     "contract-mnbt32k": dict(consistent=True, cuda_graphs=True, max_num_batched_tokens=32768),
     "contract-mnbt8k": dict(consistent=True, cuda_graphs=True, max_num_batched_tokens=8192),
     "default": dict(consistent=False, cuda_graphs=True),
@@ -115,7 +116,7 @@ on cuBLAS without split-K where the engine proves it row-invariant at start
 ids and flat log-probs only, text decoded once per completion) and ``CUBLAS_WORKSPACE_CONFIG``
 unset (vLLM sets ``:16:8``: up to ~85 µs of host time per eager matmul) and 32,768 batched tokens
 per engine step (see ``contract-mnbt8k`` below); ``contract-eager``,
-``contract-fa3`` and ``contract-triton`` change one of those choices each (they show whether it is
+``contract-fa3``, ``contract-triton`` and ``contract-ws4096`` change one of those choices each (they show whether it is
 needed or what it costs; ``contract-triton`` runs the linear layers on vLLM 0.22's own
 batch-invariant Triton matmul, the linear kernel of the contract before 2026-12-04, and ran with
 vLLM's ``:16:8`` before 2026-12-05b). ``contract-ws16`` is the contract with vLLM's ``:16:8``
@@ -126,7 +127,8 @@ in those results); ``contract-ws4096`` keeps ``:4096:8`` (unmeasured). Labels of
 measurements, the same engines stated explicitly: ``contract-cublas`` (the 2026-12-04
 measurements' label; = ``contract-full``), ``contract-sampler`` (the batched sampler alone; not
 measured on a GPU), ``contract-light`` (= ``contract-ws16``; 2026-12-05a) and ``contract-nows``
-(= ``contract-mnbt8k`` today; 2026-12-05b). The contract's batched-token budget per engine step
+(2026-12-05b; = ``contract-mnbt8k``). Those labels of earlier measurements, and
+``contract-full`` and ``contract-ws16``, keep the 8,192 batched tokens they were measured with. The contract's batched-token budget per engine step
 (``max_num_batched_tokens``) is 32,768 since 2026-12-05c: the prefill of 256 × 512-token prompts
 takes 4 steps instead of 16, each outside CUDA graphs and paying per-launch host work (in the
 135M profiles a prefill step makes ~260 LoRA kernel calls at 110–170 µs of host time each);

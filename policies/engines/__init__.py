@@ -32,7 +32,8 @@ einsum size error when a step holds more than one ``prompt_logprobs`` request wi
 sequence per ``LLM.generate`` call when LoRA is enabled (batched otherwise). Seeded requests
 crash if chunked prefill splits their prompt (trap 1), so the engine disables chunked prefill
 (``enable_chunked_prefill=False``; a prompt is scheduled whole or waits) with
-``max_num_batched_tokens`` ≥ ``max_model_len`` (default 8192).
+``max_num_batched_tokens`` ≥ ``max_model_len`` (default 32,768 for the contract on CUDA, 8,192
+elsewhere: :func:`policies.engines.vllm_engine.batched_tokens`).
 """
 
 from __future__ import annotations

@@ -131,16 +131,19 @@ CUDA_BATCHED_TOKENS = 32768
 
 def batched_tokens(device: str, consistent: bool, value: int | None, max_model_len: int) -> int:
     """The ``max_num_batched_tokens`` a :class:`VLLMEngine` runs with: ``value`` if given, else
-    :data:`CUDA_BATCHED_TOKENS` for the contract (``consistent``) on CUDA and 8,192 elsewhere;
-    at least ``max_model_len`` (chunked prefill is off, so a step must hold a whole prompt).
+    :data:`CUDA_BATCHED_TOKENS` for the contract (``consistent``) on CUDA and 8,192 elsewhere,
+    raised to ``max_model_len`` where that is larger (chunked prefill is off, so a step must hold
+    a whole prompt).
 
     Raises:
-        ValueError: ``value`` below 1.
+        ValueError: ``value`` below ``max_model_len`` (as ``advsim.config.EngineConfig`` does).
     """
-    if value is not None and int(value) < 1:
-        raise ValueError(f"max_num_batched_tokens must be at least 1, got {value}")
-    default = CUDA_BATCHED_TOKENS if device == "cuda" and consistent else 8192
-    return max(int(max_model_len), int(value) if value is not None else default)
+    if value is not None:
+        if int(value) < int(max_model_len):
+            raise ValueError(f"max_num_batched_tokens ({value}) is below max_model_len ({max_model_len}): the engine "
+                             "schedules a prompt whole (chunked prefill off), so one step must hold the longest request")
+        return int(value)
+    return max(int(max_model_len), CUDA_BATCHED_TOKENS if device == "cuda" and consistent else 8192)
 
 
 def _linear_kernel(path, consistent: bool, cublas_linear: bool, max_rows: int = 8192,
@@ -217,8 +220,8 @@ class VLLMEngine:
         enable_prefix_caching: vLLM automatic prefix caching (scoring requests skip reading it).
         seed: engine seed.
         max_num_batched_tokens: most tokens one engine step computes (vLLM's
-            ``max_num_batched_tokens``); raised to ``max_model_len`` where that is larger, because
-            chunked prefill stays off (a prompt is scheduled whole). Default (None):
+            ``max_num_batched_tokens``); at least ``max_model_len``, because chunked prefill stays
+            off (a prompt is scheduled whole). Default (None), raised to ``max_model_len`` where that is larger:
             :data:`CUDA_BATCHED_TOKENS` (32,768) for ``consistent=True`` on CUDA, 8,192 elsewhere
             (the CPU record's value, and the bench's ``default`` row: vLLM 0.22's own default for
             the ``LLM`` class is 16,384 on a ≥ 70 GiB card, with chunked prefill). With
@@ -316,7 +319,7 @@ class VLLMEngine:
     Raises:
         ValueError: ``device``/``dtype`` this build cannot run (:func:`check_engine_settings`), a
             ``cublas_workspace_config`` that is not ``"unset"``, ``"vllm"`` or one PyTorch parses, or
-            other than ``"vllm"`` on CUDA where vLLM has no ``init_batch_invariance`` to wrap, ``batched_sampler=True`` off CUDA or refused here (another vLLM version, no Triton), or ``max_num_batched_tokens`` below 1.
+            other than ``"vllm"`` on CUDA where vLLM has no ``init_batch_invariance`` to wrap, ``batched_sampler=True`` off CUDA or refused here (another vLLM version, no Triton), or ``max_num_batched_tokens`` below ``max_model_len``.
     """
 
     request_type = GenerationRequest  # what generate() takes (judges build requests from it)
