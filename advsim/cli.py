@@ -292,12 +292,13 @@ def train_cmd(
         except (ConfigError, ValueError) as exc:
             typer.echo(f"error: --stages: {exc}", err=True)
             raise typer.Exit(2)
+    from advsim.learner import EngineChangedError
     from advsim.run import RunFileError, RunInUseError
     from advsim.train import RunExistsError, train
 
     try:
         run = train(cfg, run_dir or Path("runs") / cfg.name, resume=resume)
-    except (RunExistsError, RunFileError, RunInUseError) as exc:
+    except (RunExistsError, RunFileError, RunInUseError, EngineChangedError) as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2)
     typer.echo(f"run directory: {run.path}")
@@ -457,6 +458,7 @@ def demo_cmd(
 
     _setup_logging()
     cfg = _load(config)
+    from advsim.learner import EngineChangedError
     from advsim.run import RunDir, RunFileError, RunInUseError
     from advsim.train import RunExistsError
 
@@ -467,7 +469,7 @@ def demo_cmd(
     try:
         with RunDir(run_dir).lock():  # one process per run: training and evaluation take it again inside
             _demo(cfg, run_dir, resume, full, json_out)
-    except (RunExistsError, RunFileError, RunInUseError) as exc:
+    except (RunExistsError, RunFileError, RunInUseError, EngineChangedError) as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2)
 

@@ -98,6 +98,27 @@ def test_a_resume_whose_engine_runs_another_linear_kernel_stops(tmp_path, monkey
     assert run_tiny(tmp_path, resume=True).completed()[-2:] == ["robust-iter-1", "adv-v-1"]
 
 
+def test_cli_train_and_demo_print_an_engine_change_as_an_error(tmp_path, monkeypatch):
+    """``advsim train``/``demo`` turn EngineChangedError into "error: …" and exit status 2 (no
+    traceback), like the other errors of a run directory."""
+    from typer.testing import CliRunner
+
+    import advsim.cli as cli
+    from advsim import train as train_mod
+    from advsim.learner import EngineChangedError
+
+    def refuse(*a, **k):
+        raise EngineChangedError("this run's earlier updates ran the linear layers on 'cublas'; …")
+
+    monkeypatch.setattr(train_mod, "train", refuse)
+    monkeypatch.setattr(cli, "_demo", refuse)
+    for args in (["train", "--config", "configs/demo.yaml", "--run-dir", str(tmp_path / "t")],
+                 ["demo", "--run-dir", str(tmp_path / "d")]):
+        res = CliRunner().invoke(cli.app, args)
+        assert res.exit_code == 2, (args, res.output)
+        assert "error: this run's earlier updates ran the linear layers on 'cublas'" in res.output
+
+
 def test_phase_names():
     cfg = config_from_dict({**TINY, "warmstart": {"enabled": True}})
     assert phases(cfg) == ["warmstart", "capability-iter-1", "capability-iter-2", "robust-iter-1"]
