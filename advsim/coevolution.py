@@ -158,6 +158,16 @@ class PartTimer:
         return {k: round(v, 1) for k, v in self.seconds.items()}
 
 
+def _start_engine(learner, parts: PartTimer) -> None:
+    """Start the rollout engine first, as its own part (``engine_start``: minutes for vLLM on a
+    GPU, which would otherwise land in whichever part first samples), where it has not started
+    yet (a run without a warm start, or a resumed one); on a resume this also checks it before any
+    saved rollout is read (:meth:`advsim.learner.Learner.check_resume_engine`)."""
+    if not getattr(learner, "engine_started", True):
+        with parts("engine_start"):
+            learner.engine
+
+
 def _executor_update(learner, groups: Sequence[tuple[Sequence[Episode], float, Sequence[float]]]) -> dict:
     """groups: (episodes of one task, p̂, rewards) → one executor update; returns its stats
     with rewards, advantages and informative groups."""
@@ -212,6 +222,7 @@ def stage1_iteration(learner, io: RoleIO, run, t: int, suite=None) -> dict[str, 
     """One curriculum ↔ executor iteration in ``suite``'s world (default: the web forms);
     returns its metrics row (also logged)."""
     started, parts = time.perf_counter(), PartTimer()
+    _start_engine(learner, parts)
     cfg, s1 = learner.cfg, learner.cfg.stage1
     suite = suite if suite is not None else WebFormsSuite()
     rng = random.Random(_seed(cfg, 1, t, 0))
@@ -345,6 +356,7 @@ def stage2_iteration(learner, io: RoleIO, run, t: int, history: list[dict], suit
     ``history`` (list of {"task": …, "injection": …}) is extended with this iteration's accepted
     attacks. Returns the metrics row (also logged)."""
     started, parts = time.perf_counter(), PartTimer()
+    _start_engine(learner, parts)
     cfg, s2 = learner.cfg, learner.cfg.stage2
     suite = suite if suite is not None else WebFormsSuite()
     rng = random.Random(_seed(cfg, 2, t, 0))
@@ -363,8 +375,8 @@ def stage2_iteration(learner, io: RoleIO, run, t: int, history: list[dict], suit
             "control_success": statistics.fmean(e.success for e in ctrl) if ctrl else None}
     if not chosen:
         row = {**base, "skipped": f"no task with control p̂ >= eta = {s2.eta} among {len(candidates)} candidates; "
-                                  "adversary and executor not updated", "seconds": round(time.perf_counter() - started, 1),
-               "part_seconds": parts.as_dict()}
+                                  "adversary and executor not updated", "engine": learner.engine_record(),
+               "seconds": round(time.perf_counter() - started, 1), "part_seconds": parts.as_dict()}
         run.log("trajectories.jsonl", [{"stage": 2, "iteration": t, "kind": "control", **e.to_row()} for e in ctrl])
         run.log("events.jsonl", [row])
         return row

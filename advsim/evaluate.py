@@ -246,7 +246,8 @@ def evaluate(run_dir: str | Path, tasks: str | None = None, seeds: int | None = 
 
     Returns:
         ``{"world", "groups", "group_name", "tasks", "seeds", "judge", "order", "pool",
-        "pool_adversary", "paired", "checkpoints": {name: {"executor", "sim_clean",
+        "pool_adversary", "paired", "engine" (the engine record that sampled it,
+        :meth:`advsim.learner.Learner.engine_record`), "checkpoints": {name: {"executor", "sim_clean",
         "parse_rate", "sim_attacked": {adversary: column}, "sim_attacked_corpus"?,
         "sim_attacked_external"?, "levels"?, "browser_clean"?, "browser_attacked"?}}}``
         (see the module docstring).
@@ -408,6 +409,7 @@ def _evaluate(run_dir: str | Path, tasks: str | None = None, seeds: int | None =
                     + (f"; pool {lv_txt}" if lv_txt else ""))
     if pool:
         results["paired"] = paired_levels(results)
+    results["engine"] = learner.engine_record()  # what sampled the evaluation (None: it never started)
     atomic_write_json(run.path / "eval.json", results)
     store.clear()
     print_headline(results, console)

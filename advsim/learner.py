@@ -153,9 +153,9 @@ class Learner:
         self._backbone_path = backbone_path
         self._engine = engine
         self.engine_log: Path | None = None  # fd 2 goes here while the engine starts (advsim.run.stderr_to)
-        # the linear kernel the run's earlier updates recorded (advsim.train sets it on resume): an engine that
-        # starts with another one would give other values, so it raises EngineChangedError instead
-        self.resume_linear_kernel: str | None = None
+        # the engine record of the run's last update (advsim.train sets it while it resumes a run): an engine
+        # on another linear-layer kernel would give other values, so check_resume_engine raises instead
+        self.resume_engine: dict | None = None
         self._saved: dict[str, Path] = {}  # every adapter version saved or restored, in order
         for r in ROLES:
             self.publish(r)
@@ -166,26 +166,60 @@ class Learner:
         binds its CPU threads); on creation every version saved so far is registered.
 
         Raises:
-            EngineChangedError: :attr:`resume_linear_kernel` is set and the new engine runs its
-                linear layers on another kernel (e.g. a resume on another card, or where the
-                engine's start-up cuBLAS proof failed this time).
+            EngineChangedError: the new engine fails :meth:`check_resume_engine` (it is closed
+                and dropped first, so nothing runs on it).
         """
         if self._engine is None:
             from advsim.run import stderr_to
 
             with stderr_to(self.engine_log):
-                self._engine = self._make_engine()
-            got = getattr(self._engine, "linear_kernel", None)
-            if self.resume_linear_kernel and got and got != self.resume_linear_kernel:
-                raise EngineChangedError(
-                    f"this run's earlier updates ran the linear layers on {self.resume_linear_kernel!r}; this engine "
-                    f"runs them on {got!r} ({getattr(self._engine, 'linear_kernel_reason', '')}): another kernel gives "
-                    "other values, so the run cannot resume here. Resume it on the card and engine settings it "
-                    "started with, or start a new run directory")
+                engine = self._make_engine()
+            try:
+                self.check_resume_engine(engine)
+            except EngineChangedError:
+                getattr(engine, "close", lambda: None)()
+                raise
+            self._engine = engine
             saved, self._saved = self._saved, {}
             for ref, path in saved.items():
                 self._register(ref, path)
         return self._engine
+
+    @property
+    def engine_started(self) -> bool:
+        """Whether the rollout engine has been built (:attr:`engine` builds it on first use)."""
+        return self._engine is not None
+
+    def check_resume_engine(self, engine=None) -> None:
+        """While a run resumes (:attr:`resume_engine` set by :func:`advsim.train.train`), refuse an
+        engine whose linear layers run on another kernel than the run's last update recorded: its
+        values would differ. Checks ``engine``, else the running engine, if any; nothing to check
+        when the run's updates recorded no kernel (CPU, kind torch, runs from before the record).
+
+        Raises:
+            EngineChangedError: another kernel, or none where the run recorded one. The message
+                names the kernels, the engine's reason, and, where the batched-token budgets differ
+                (the engine's start-up cuBLAS proof covers that many rows), ``engine.max_num_batched_tokens``.
+        """
+        engine = engine if engine is not None else self._engine
+        want = (self.resume_engine or {}).get("linear_kernel")
+        if engine is None or not want:
+            return
+        got = getattr(engine, "linear_kernel", None)
+        if got == want:
+            return
+        budget, was = getattr(engine, "max_num_batched_tokens", None), self.resume_engine.get("max_num_batched_tokens")
+        hint = ""
+        if isinstance(budget, int) and budget != was:
+            hint = (f" This engine's steps hold {budget} tokens, the run's recorded "
+                    + (f"{was}" if was else "none (a run from before 2026-12-05c ran max(max_model_len, 8192))")
+                    + ", and the start-up cuBLAS proof covers that many rows: set engine.max_num_batched_tokens "
+                    "to the run's value.")
+        raise EngineChangedError(
+            f"this run's earlier updates ran the linear layers on {want!r}; this engine runs them on {got!r} "
+            f"({getattr(engine, 'linear_kernel_reason', '')}): another kernel gives other values, so the run cannot "
+            "resume here. Resume it on the card and engine settings it started with, or start a new run directory."
+            + hint)
 
     def engine_record(self) -> dict[str, str | int] | None:
         """What generated the rollouts, for the run's events (``None`` until the engine has started):

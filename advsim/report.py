@@ -252,10 +252,11 @@ UPDATE_PARTS = {"curriculum_update": "curriculum", "adversary_update": "adversar
 """A part of an iteration's ``part_seconds`` that is one role's update → that role's stats key."""
 
 
-PART_ORDER = ("history", "control_runs", "propose", "replays", "curriculum_update", "adversary_update",
-              "executor_rollouts", "executor_update")
-"""The parts of :class:`advsim.coevolution.PartTimer` in the order an iteration runs them (stage 1:
-history, propose, control runs, …; stage 2: control runs, propose, replays, …): the table's columns."""
+PART_ORDER = ("engine_start", "history", "control_runs", "propose", "replays", "curriculum_update",
+              "adversary_update", "executor_rollouts", "executor_update")
+"""The table's columns: the parts of :class:`advsim.coevolution.PartTimer` in stage 2's order
+(engine start where it happened, control runs, proposals, replays, updates, rollouts); stage 1
+runs its history and proposals before its control runs."""
 
 
 def part_time_lines(events: list[dict]) -> list[str]:

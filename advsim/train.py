@@ -191,9 +191,9 @@ def _train(cfg: TrainConfig, run: RunDir, resume: bool, console: Console, learne
                                f"({type(exc).__name__}: {str(exc)[:300]}); its adapters or optimizer state are "
                                "missing or damaged") from None
         history = list(state.get("history", []))
-        kernels = [e["engine"]["linear_kernel"] for e in run.read("events.jsonl")
-                   if isinstance(e.get("engine"), dict) and e["engine"].get("linear_kernel")]
-        learner.resume_linear_kernel = kernels[-1] if kernels else None  # the engine checks it when it starts
+        records = [e["engine"] for e in run.read("events.jsonl") if isinstance(e.get("engine"), dict)]
+        learner.resume_engine = records[-1] if records else None  # checked when the engine starts (or now)
+        learner.check_resume_engine()
         console.log(f"resuming {run.path} after checkpoint {name!r}")
     with Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), TimeElapsedColumn(),
                   console=console, transient=False) as bars:
@@ -204,6 +204,7 @@ def _train(cfg: TrainConfig, run: RunDir, resume: bool, console: Console, learne
             bars.update(ids[phase], completed=1)
             if stop_after == phase:
                 break
+    learner.resume_engine = None  # a guard of training: an evaluation afterwards measures on whatever engine runs
     return run
 
 

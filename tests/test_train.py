@@ -68,11 +68,14 @@ def run_tiny(tmp, warmstart: bool = False, chunk_episodes: int | None = None, **
 
 
 def test_a_resume_whose_engine_runs_another_linear_kernel_stops(tmp_path, monkeypatch):
-    """A resumed run whose engine starts with another linear-layer kernel than its earlier updates
+    """A resumed run whose engine starts with another linear-layer kernel than its last update
     recorded (another card, or a start-up cuBLAS proof that failed this time: the proof's rows grow
-    with engine.max_num_batched_tokens, which a resume may change) stops with a clear error
-    before any rollout; with the same kernel it resumes."""
+    with engine.max_num_batched_tokens, which a resume may change) stops with a clear error before
+    any rollout, naming the budget where it differs; the rejected engine is closed and not kept.
+    With the same kernel it resumes; a finished run's check ends with training (an evaluation
+    afterwards measures on whatever engine runs)."""
     from advsim.learner import EngineChangedError, Learner
+    from policies.backbone import tiny_backbone
 
     run_tiny(tmp_path, stop_after="capability-iter-1")
     events = tmp_path / "events.jsonl"
@@ -80,22 +83,38 @@ def test_a_resume_whose_engine_runs_another_linear_kernel_stops(tmp_path, monkey
     assert sum("engine" in r for r in rows) == 1
     for r in rows:  # as a CUDA engine with cuBLAS linear layers records its update
         if "engine" in r:
-            r["engine"] = {**r["engine"], "linear_kernel": "cublas", "linear_kernel_reason": "proven here"}
+            r["engine"] = {**r["engine"], "linear_kernel": "cublas", "linear_kernel_reason": "proven here",
+                           "max_num_batched_tokens": 8192}
     events.write_text("".join(json.dumps(r) + "\n" for r in rows))
     make = Learner._make_engine
     kernel = {"name": "triton"}
+    closed = []
 
     def engine_with_kernel(self):
         eng = make(self)
-        eng.linear_kernel, eng.linear_kernel_reason = kernel["name"], "a reason"
+        eng.linear_kernel, eng.linear_kernel_reason, eng.max_num_batched_tokens = kernel["name"], "a reason", 32768
+        eng.close = lambda: closed.append(eng)
         return eng
 
     monkeypatch.setattr(Learner, "_make_engine", engine_with_kernel)
+    cfg = config_from_dict(TINY)
+    model, tok = tiny_backbone(seed=cfg.seed)
+    learner = Learner(cfg, tmp_path / "adapters", model=model, tokenizer=tok)
     with pytest.raises(EngineChangedError, match=r"earlier updates ran the linear layers on 'cublas'; this engine "
-                                                 r"runs them on 'triton' \(a reason\): another kernel"):
-        run_tiny(tmp_path, resume=True)
+                                                 r"runs them on 'triton' \(a reason\): another kernel .* This "
+                                                 r"engine's steps hold 32768 tokens, the run's recorded 8192, .*set "
+                                                 r"engine.max_num_batched_tokens to the run's value"):
+        train(cfg, tmp_path, learner=learner, io=tiny_io(tok), resume=True)
+    assert len(closed) == 1 and not learner.engine_started  # the rejected engine is gone
+    assert len(RunDir(tmp_path).read("events.jsonl")) == len(rows)  # nothing was logged
     kernel["name"] = "cublas"
-    assert run_tiny(tmp_path, resume=True).completed()[-2:] == ["robust-iter-1", "adv-v-1"]
+    run = train(cfg, tmp_path, learner=learner, io=tiny_io(tok), resume=True)
+    assert run.completed()[-2:] == ["robust-iter-1", "adv-v-1"] and learner.resume_engine is None
+    kernel["name"] = "triton"  # the run is finished: resuming it trains nothing and checks nothing
+    model, tok = tiny_backbone(seed=cfg.seed)
+    fresh = Learner(cfg, tmp_path / "adapters", model=model, tokenizer=tok)
+    train(cfg, tmp_path, learner=fresh, io=tiny_io(tok), resume=True)
+    assert fresh.resume_engine is None and fresh.engine.linear_kernel == "triton"
 
 
 def test_cli_train_and_demo_print_an_engine_change_as_an_error(tmp_path, monkeypatch):
@@ -182,6 +201,7 @@ def test_eval_and_report_on_the_tiny_run(tmp_path):
     results = evaluate(run.path, tasks="sample:1", seeds=2, browser=False, learner=learner, io=tiny_io(tok),
                        judge="lm", external=external)
     assert list(results["checkpoints"]) == ["capability-iter-1", "capability-iter-2", "robust-iter-1"]
+    assert results["engine"] == {"kind": "torch", "device": "cpu", "dtype": "float32", "class": "TorchEngine"}
     res = results["checkpoints"]["robust-iter-1"]
     assert res["executor"] == f"executor@{learner.versions['executor']}"
     assert res["sim_clean"]["episodes"] == 10 and set(res["sim_clean"]["per_group"]) == set(STRATA)
@@ -481,7 +501,7 @@ def test_wall_time_table_lists_each_phase_and_checkpoint_evaluation():
 
 
 def test_part_time_table_splits_each_iteration_and_its_updates():
-    """Each stage row's ``part_seconds`` becomes one line: its parts in run order (a part
+    """Each stage row's ``part_seconds`` becomes one line: its parts in PART_ORDER (a part
     an iteration lacks is a dash), each role update with the engine's score and the learner's
     steps, and the rest of the iteration as ``other``; rows without the key are left out."""
     from advsim.report import part_time_lines
