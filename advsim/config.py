@@ -176,12 +176,15 @@ class EngineConfig:
                              f"'cuda'); this engine is kind {self.kind!r} on {self.device!r}")
         if self.detokenize is None:
             object.__setattr__(self, "detokenize", not on_vllm_cuda)
-        if self.max_num_batched_tokens is None:
-            object.__setattr__(self, "max_num_batched_tokens", max(self.max_model_len, 32768 if on_vllm_cuda else 8192))
-        elif self.kind == "vllm" and self.max_num_batched_tokens < self.max_model_len:
-            raise ValueError(f"engine.max_num_batched_tokens ({self.max_num_batched_tokens}) is below engine.max_model_len "
-                             f"({self.max_model_len}): the engine schedules a prompt whole (chunked prefill off), so one "
-                             "step must hold the longest request; raise it or leave it null")
+        if self.max_num_batched_tokens is None or self.kind == "vllm":  # the engine's own rule, one place
+            from policies.engines.vllm_engine import batched_tokens
+
+            try:
+                object.__setattr__(self, "max_num_batched_tokens", batched_tokens(
+                    "cuda" if on_vllm_cuda else "cpu", True, self.max_num_batched_tokens, self.max_model_len,
+                    where="engine."))
+            except ValueError as exc:
+                raise ValueError(f"{exc}; raise it or leave it null") from None
         if self.cublas_workspace_config is None:
             object.__setattr__(self, "cublas_workspace_config", "unset" if on_vllm_cuda else "vllm")
         else:

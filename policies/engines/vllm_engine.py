@@ -129,19 +129,20 @@ CUDA_BATCHED_TOKENS = 32768
 """Tokens per engine step for the contract on CUDA when none is given (see :func:`batched_tokens`)."""
 
 
-def batched_tokens(device: str, consistent: bool, value: int | None, max_model_len: int) -> int:
+def batched_tokens(device: str, consistent: bool, value: int | None, max_model_len: int, where: str = "") -> int:
     """The ``max_num_batched_tokens`` a :class:`VLLMEngine` runs with: ``value`` if given, else
     :data:`CUDA_BATCHED_TOKENS` for the contract (``consistent``) on CUDA and 8,192 elsewhere,
     raised to ``max_model_len`` where that is larger (chunked prefill is off, so a step must hold
-    a whole prompt).
+    a whole prompt). ``where`` prefixes the field names in the error (``"engine."`` for a config).
 
     Raises:
-        ValueError: ``value`` below ``max_model_len`` (as ``advsim.config.EngineConfig`` does).
+        ValueError: ``value`` below ``max_model_len``.
     """
     if value is not None:
         if int(value) < int(max_model_len):
-            raise ValueError(f"max_num_batched_tokens ({value}) is below max_model_len ({max_model_len}): the engine "
-                             "schedules a prompt whole (chunked prefill off), so one step must hold the longest request")
+            raise ValueError(f"{where}max_num_batched_tokens ({value}) is below {where}max_model_len ({max_model_len}): "
+                             "the engine schedules a prompt whole (chunked prefill off), so one step must hold the "
+                             "longest request")
         return int(value)
     return max(int(max_model_len), CUDA_BATCHED_TOKENS if device == "cuda" and consistent else 8192)
 
