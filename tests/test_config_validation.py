@@ -3,6 +3,8 @@
 import json
 from pathlib import Path
 
+import re
+
 import pytest
 import yaml
 
@@ -139,17 +141,17 @@ def test_batched_sampler_is_cuda_only_and_a_contract_bench_row(monkeypatch):
     monkeypatch.setattr(pb, "resolve_backbone", lambda *a, **k: pytest.fail("loaded a model before refusing"))
     with pytest.raises(ValueError, match="batched_sampler is for vLLM on CUDA .*device is 'cpu'"):
         VLLMEngine(batched_sampler=True)
-    full = cuda.CONFIGS["contract-full"]
-    assert full == {**cuda.CONFIGS["contract"], "batched_sampler": False, "detokenize": True,
+    es = cuda.engine_settings
+    full = es("contract-full")
+    assert full == {**cuda.CONFIGS["contract"], "cublas_linear": True, "batched_sampler": False, "detokenize": True,
                     "cublas_workspace_config": "vllm", "max_num_batched_tokens": 8192}
     # 2026-12-05a's label: contract-ws16 with the two options (today's defaults) stated
-    assert cuda.CONFIGS["contract-light"] == {**cuda.CONFIGS["contract-ws16"], "batched_sampler": True,
-                                              "detokenize": False}
-    assert cuda.CONFIGS["contract-sampler"] == {**full, "batched_sampler": True}
-    assert cuda.CONFIGS["contract-light"] == {**cuda.CONFIGS["contract-sampler"], "detokenize": False}
-    assert cuda.CONFIGS["contract-cublas"] == {**full, "cublas_linear": True}  # the 2026-12-04 label's engine
+    assert es("contract-light") == {**es("contract-ws16"), "batched_sampler": True, "detokenize": False}
+    assert es("contract-sampler") == {**full, "batched_sampler": True}
+    assert es("contract-light") == {**es("contract-sampler"), "detokenize": False}
+    assert es("contract-cublas") == full  # the 2026-12-04 label's engine
     for label in ("contract-full", "contract-sampler", "contract-light"):
-        assert label in cuda.CONTRACT_LABELS and label in cuda.NOT_BY_DEFAULT
+        assert cuda.is_contract(label) and label not in cuda.DEFAULT_LABELS
 
 
 def test_engine_settings_checked_outside_the_config_too():
@@ -708,27 +710,75 @@ def test_cuda_bench_names_an_unknown_configuration_before_anything_runs():
     looked for); the no-adapter diagnostics are known labels but not measured by default."""
     from advsim.bench import cuda
 
-    with pytest.raises(ValueError, match=r"unknown configuration\(s\) 'contract-cublass'; known: contract, "
-                                         r"contract-eager, contract-fa3, contract-triton, contract-cublas, contract-full, contract-ws16, "
-                                         r"contract-ws4096, contract-nows, "
-                                         r"contract-sampler, contract-light, contract-mnbt32k, contract-mnbt8k, default, default-mnbt32k, "
-                                         r"default-base, transformers, transformers-base, "
-                                         r"transformers-dynamic, "
-                                         r"gradient"):
+    with pytest.raises(ValueError, match=r"unknown configuration 'contract-cublass'; known bases: contract, "
+                                         r"contract-eager, contract-fa3, contract-triton, default, default-base; "
+                                         r"labels of earlier measurements: contract-cublas, contract-full, "
+                                         r"contract-sampler, contract-light, contract-ws16, contract-nows, "
+                                         r"contract-mnbt8k, contract-mnbt32k, contract-ws4096, default-mnbt32k "
+                                         r"\(other labels: transformers, transformers-base, transformers-dynamic, "
+                                         r"gradient; a vLLM configuration takes overrides, e.g. "
+                                         r"contract\+max_num_batched_tokens=8192\)"):
         cuda.run(("throughput",), labels=["contract", "contract-cublass"])
-    assert set(cuda.NOT_BY_DEFAULT) == {"contract-full", "contract-ws16", "contract-ws4096", "contract-nows",
-                                        "contract-cublas", "contract-mnbt32k", "contract-mnbt8k", "default-mnbt32k",
-                                        "contract-sampler", "contract-light", "default-base"}
-    assert ("default-base", "transformers-base") in cuda.RATIOS and ("contract", "transformers") in cuda.RATIOS
+    assert cuda.DEFAULT_LABELS == ("contract", "contract-eager", "contract-fa3", "contract-triton", "default")
     # the batched-token budget rows differ from their engines in that one setting only; the contract one is a
     # contract row (must be bit-identical), compared with the default at the same budget
-    assert cuda.CONFIGS["contract-mnbt32k"] == {**cuda.CONFIGS["contract"], "max_num_batched_tokens": 32768}
-    assert cuda.CONFIGS["default-mnbt32k"] == {**cuda.CONFIGS["default"], "max_num_batched_tokens": 32768}
-    assert cuda.CONFIGS["contract-mnbt8k"] == {**cuda.CONFIGS["contract"], "max_num_batched_tokens": 8192}
-    assert {"contract-mnbt32k", "contract-mnbt8k"} <= set(cuda.CONTRACT_LABELS)
-    assert "default-mnbt32k" not in cuda.CONTRACT_LABELS
-    assert {("contract-mnbt32k", "default-mnbt32k"), ("contract", "default-mnbt32k"),
-            ("contract", "contract-mnbt8k")} <= set(cuda.RATIOS)
+    es = cuda.engine_settings
+    assert es("contract-mnbt32k") == {**es("contract-mnbt8k"), "max_num_batched_tokens": 32768}
+    assert es("default-mnbt32k") == {**cuda.CONFIGS["default"], "max_num_batched_tokens": 32768}
+    assert es("contract+max_num_batched_tokens=8192") == {**cuda.CONFIGS["contract"], "max_num_batched_tokens": 8192}
+    assert cuda.is_contract("contract-mnbt32k") and cuda.is_contract("contract+max_num_batched_tokens=8192")
+    assert cuda.is_contract("contract-triton+cuda_graphs=false")  # an override asks whether the contract still holds
+    for label in ("default-mnbt32k", "default", "contract-eager", "contract-fa3+max_num_batched_tokens=8192",
+                  "transformers", "gradient", "default-base"):
+        assert not cuda.is_contract(label), label
+
+
+@pytest.mark.parametrize("label, message", [
+    ("contract+x=1", "'x' cannot be overridden; keys: max_num_batched_tokens, cublas_linear"),
+    ("contract+max_num_batched_tokens=100", r"max_num_batched_tokens \(100\) is below max_model_len \(4096\)"),
+    ("contract+max_num_batched_tokens=8k", "max_num_batched_tokens must be a positive integer; got '8k'"),
+    ("contract+cuda_graphs=yes", "cuda_graphs must be true or false; got 'yes'"),
+    ("contract+detokenize", "override 'detokenize' is not key=value"),
+    ("contract+detokenize=true+detokenize=false", "detokenize given twice"),
+    ("contract+cublas_workspace_config=16:8", "cublas_workspace_config '16:8' is not 'unset', 'vllm' or ':SIZE:COUNT'"),
+    ("contract+consistent=false", "'consistent' cannot be overridden"),
+    ("contract+attention_backend=", "attention_backend needs a value"),
+    ("transformers+max_num_batched_tokens=8192", "only vLLM configurations take overrides"),
+])
+def test_cuda_bench_label_overrides_are_checked_before_anything_runs(label, message, monkeypatch):
+    """``BASE+key=value`` labels: each malformed one is a ValueError naming the label and what is
+    wrong, from :func:`check_labels` (and so from ``run`` and the CLI's ``--configs``) before CUDA is
+    looked for."""
+    from advsim.bench import cuda
+
+    monkeypatch.setattr(cuda, "require_cuda", lambda: pytest.fail("looked for CUDA before checking the labels"))
+    with pytest.raises(ValueError, match=re.escape(label) if "+" not in message else None) as info:
+        cuda.run(("throughput",), labels=["contract", label])
+    assert re.search(message, str(info.value)), str(info.value)
+    assert str(info.value).startswith(repr(label)), str(info.value)
+
+
+def test_cuda_bench_overrides_and_ratios():
+    """Overrides apply in order on the base; the values are typed (bool, int, str); the printed
+    ratios are: contract rows over vLLM's default rows with adapters and over transformers, the
+    default rows over transformers, each row with overrides over its plain base, and the fixed
+    no-adapter pairs — in the order the rows were measured."""
+    from advsim.bench import cuda
+
+    assert cuda.engine_settings("default+cuda_graphs=FALSE+attention_backend=FLASH_ATTN+enable_prefix_caching=true") == {
+        "consistent": False, "cuda_graphs": False, "attention_backend": "FLASH_ATTN", "enable_prefix_caching": True}
+    assert cuda.engine_settings("contract-mnbt8k+max_num_batched_tokens=16384")["max_num_batched_tokens"] == 16384
+    assert cuda.engine_settings("contract+cublas_workspace_config=:4096:8")["cublas_workspace_config"] == ":4096:8"
+    assert cuda.ratio_pairs(["contract", "contract-mnbt8k", "default", "default-mnbt32k", "transformers",
+                             "default-base", "transformers-base", "contract-eager"]) == [
+        ("contract", "default"), ("contract", "default-mnbt32k"), ("contract", "transformers"),
+        ("contract-mnbt8k", "contract"), ("contract-mnbt8k", "default"), ("contract-mnbt8k", "default-mnbt32k"),
+        ("contract-mnbt8k", "transformers"), ("default", "transformers"), ("default", "default-base"),
+        ("default-mnbt32k", "default"), ("default-mnbt32k", "transformers"),
+        ("transformers", "transformers-base"), ("default-base", "transformers-base")]
+    assert cuda.ratio_pairs(["default", "transformers-dynamic", "transformers"]) == [
+        ("default", "transformers-dynamic"), ("default", "transformers"), ("transformers", "transformers-dynamic")]
+    assert cuda.ratio_pairs(["contract-eager", "contract-fa3"]) == []  # diagnostics: no ratios
 
 
 def test_cuda_bench_transformers_labels_pick_adapter_and_cache(monkeypatch):
@@ -781,8 +831,12 @@ def test_bench_cuda_configs_option_names_a_misspelt_label_and_needs_cuda(command
 
     res = CliRunner().invoke(app, ["bench", command, "--device", "cuda", "--configs", "contract,default-bse"])
     text = " ".join(res.output.replace("│", " ").split())  # rich boxes and wraps the message
-    assert res.exit_code == 2 and "unknown configuration(s) 'default-bse'; known: contract, contract-eager," in text
+    assert res.exit_code == 2 and "unknown configuration 'default-bse'; known bases: contract, contract-eager," in text
     assert "Traceback" not in res.output
+    res = CliRunner().invoke(app, ["bench", command, "--device", "cuda", "--configs",
+                                   "contract,default+max_num_batched_tokens=1024"])
+    text = " ".join(res.output.replace("│", " ").split())
+    assert res.exit_code == 2 and "'default+max_num_batched_tokens=1024': max_num_batched_tokens (1024) is below" in text
     res = CliRunner().invoke(app, ["bench", command, "--configs", "default"])
     assert res.exit_code == 2 and "only with --device cuda" in res.output
 

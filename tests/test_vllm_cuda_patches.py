@@ -441,22 +441,23 @@ def test_workspace_config_is_checked_and_kept_after_vllms_init(monkeypatch):
     assert "CUBLAS_WORKSPACE_CONFIG" not in os.environ
     with pytest.raises(ValueError):
         vcp.keep_workspace_config(":x:8", module=fake)
-    assert cuda.CONFIGS["contract-ws4096"] == {**cuda.CONFIGS["contract"], "cublas_workspace_config": ":4096:8"}
-    assert cuda.CONFIGS["contract-ws16"] == {**cuda.CONFIGS["contract-mnbt8k"], "cublas_workspace_config": "vllm"}
-    assert cuda.CONFIGS["contract-nows"] == {**cuda.CONFIGS["contract-mnbt8k"], "cublas_workspace_config": "unset"}
+    es = cuda.engine_settings
+    assert es("contract-ws4096") == {**cuda.CONFIGS["contract"], "cublas_workspace_config": ":4096:8"}
+    assert es("contract-ws16") == {**es("contract-mnbt8k"), "cublas_workspace_config": "vllm"}
+    assert es("contract-nows") == {**es("contract-mnbt8k"), "cublas_workspace_config": "unset"}
     # the labels of earlier measurements keep the 8,192 batched tokens per step they were measured with
     for label in ("contract-full", "contract-cublas", "contract-light", "contract-sampler", "contract-ws16",
                   "contract-nows", "contract-mnbt8k"):
-        assert cuda.CONFIGS[label]["max_num_batched_tokens"] == 8192, label
+        assert es(label)["max_num_batched_tokens"] == 8192, label
     assert "max_num_batched_tokens" not in cuda.CONFIGS["contract"]  # the engine's default: 32,768 on CUDA
     import inspect
 
     assert inspect.signature(VLLMEngine).parameters["cublas_workspace_config"].default == "unset"  # = contract-nows
     # the earlier labels keep vLLM's :16:8, as when they were measured
     for label in ("contract-full", "contract-cublas", "contract-light", "contract-sampler"):
-        assert cuda.CONFIGS[label]["cublas_workspace_config"] == "vllm"
+        assert es(label)["cublas_workspace_config"] == "vllm"
     for label in ("contract-ws4096", "contract-nows", "contract-ws16"):
-        assert label in cuda.CONTRACT_LABELS and label in cuda.NOT_BY_DEFAULT
+        assert cuda.is_contract(label) and label not in cuda.DEFAULT_LABELS
 
 
 def test_workspace_config_field_defaults_unset_on_vllm_cuda_and_old_runs_keep_vllms(monkeypatch, tmp_path):

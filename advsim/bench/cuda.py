@@ -11,17 +11,16 @@ three seeded random LoRA role adapters (r = 8, A, B ~ N(0, 0.05²)) and, later, 
   (``VLLM_BATCH_INVARIANT=1``, Triton attention, CUDA graphs and ``torch.compile``, the linear
   layers and LM head on cuBLAS without split-K once proven row-invariant,
   :mod:`policies.vllm_cuda_patches`, the batched seeded sampler, :mod:`policies.vllm_seeded_sampler`,
-  no per-step detokenization and ``CUBLAS_WORKSPACE_CONFIG`` unset: the engine's defaults, what
-  training runs); ``contract-eager``
-  (the same, eager), ``contract-fa3`` (the same with FlashAttention 3) and ``contract-triton`` (the
-  same with vLLM's batch-invariant Triton matmul for the linear layers): one choice of the contract
-  changed each; ``contract-ws16`` (vLLM's ``CUBLAS_WORKSPACE_CONFIG=:16:8``: the contract of
-  2026-12-05a), ``contract-full`` (that with vLLM's per-request sampler and per-step output: the
-  contract until 2026-12-05); ``contract-cublas``, ``contract-light`` and ``contract-nows``: labels
-  of earlier measurements, ``contract-sampler``: the batched sampler alone, not yet measured (see
-  :data:`CONFIGS`); ``default`` — vLLM as a user runs it (CUDA graphs,
-  default attention backend, batch-invariant mode off): the **negative control**, which must
-  differ. All keep vLLM's prefix caching on (the engine's default).
+  no per-step detokenization, ``CUBLAS_WORKSPACE_CONFIG`` unset and 32,768 batched tokens per
+  step: the engine's defaults, what training runs); ``contract-eager`` (the same, eager),
+  ``contract-fa3`` (the same with FlashAttention 3) and ``contract-triton`` (the same with vLLM's
+  batch-invariant Triton matmul for the linear layers): one choice of the contract changed each;
+  ``default`` — vLLM as a user runs it (CUDA graphs, default attention backend, batch-invariant
+  mode off): the **negative control**, which must differ. All keep vLLM's prefix caching on (the
+  engine's default). Any of them takes engine overrides, ``contract+max_num_batched_tokens=8192``
+  (:func:`engine_settings`, keys :data:`OVERRIDES`): one setting changed, in the same run; the
+  labels of earlier measurements (``contract-full``, ``contract-mnbt8k``, ``default-mnbt32k``, …)
+  are such overrides with names (:data:`EARLIER_LABELS`).
 * Consistency rows (each: compared tokens, bit-equal tokens, max/mean/std |Δℓ|, k3 KL, the
   most requests vLLM put in one forward step):
   ``rollout vs score, N co-resident`` for N = 1, 16, 64, 256 mixed-length (5–700 token) prompts
@@ -90,75 +89,189 @@ CONFIGS = {
     "contract-eager": dict(consistent=True, cuda_graphs=False),
     "contract-fa3": dict(consistent=True, cuda_graphs=True, attention_backend="FLASH_ATTN"),
     "contract-triton": dict(consistent=True, cuda_graphs=True, cublas_linear=False),
-    # the labels of earlier measurements state the engine they measured, 8,192 batched tokens per step included
-    "contract-cublas": dict(consistent=True, cuda_graphs=True, cublas_linear=True, batched_sampler=False,
-                            detokenize=True, cublas_workspace_config="vllm", max_num_batched_tokens=8192),
-    "contract-full": dict(consistent=True, cuda_graphs=True, batched_sampler=False, detokenize=True,
-                          cublas_workspace_config="vllm", max_num_batched_tokens=8192),
-    "contract-ws16": dict(consistent=True, cuda_graphs=True, cublas_workspace_config="vllm", max_num_batched_tokens=8192),
-    "contract-ws4096": dict(consistent=True, cuda_graphs=True, cublas_workspace_config=":4096:8"),
-    "contract-nows": dict(consistent=True, cuda_graphs=True, cublas_workspace_config="unset", max_num_batched_tokens=8192),
-    "contract-sampler": dict(consistent=True, cuda_graphs=True, batched_sampler=True, detokenize=True,
-                             cublas_workspace_config="vllm", max_num_batched_tokens=8192),
-    "contract-light": dict(consistent=True, cuda_graphs=True, batched_sampler=True, detokenize=False,
-                           cublas_workspace_config="vllm", max_num_batched_tokens=8192),
-    "contract-mnbt32k": dict(consistent=True, cuda_graphs=True, max_num_batched_tokens=32768),
-    "contract-mnbt8k": dict(consistent=True, cuda_graphs=True, max_num_batched_tokens=8192),
     "default": dict(consistent=False, cuda_graphs=True),
-    "default-mnbt32k": dict(consistent=False, cuda_graphs=True, max_num_batched_tokens=32768),
     "default-base": dict(consistent=False, cuda_graphs=True, enable_lora=False),
 }
-"""Label → VLLMEngine settings. ``contract``: the engine's defaults with ``consistent=True`` —
-batch-invariant mode, Triton attention, CUDA graphs + ``torch.compile``, linear layers and LM head
-on cuBLAS without split-K where the engine proves it row-invariant at start
-(:mod:`policies.vllm_cuda_patches`), every seeded request's sampling noise in one launch
-(:mod:`policies.vllm_seeded_sampler`), no per-step detokenization (``detokenize=False``: token
-ids and flat log-probs only, text decoded once per completion) and ``CUBLAS_WORKSPACE_CONFIG``
-unset (vLLM sets ``:16:8``: up to ~85 µs of host time per eager matmul) and 32,768 batched tokens
-per engine step (see ``contract-mnbt8k`` below); ``contract-eager``,
-``contract-fa3``, ``contract-triton`` and ``contract-ws4096`` change one of those choices each (they show whether it is
-needed or what it costs; ``contract-triton`` runs the linear layers on vLLM 0.22's own
-batch-invariant Triton matmul, the linear kernel of the contract before 2026-12-04, and ran with
-vLLM's ``:16:8`` before 2026-12-05b). ``contract-ws16`` is the contract with vLLM's ``:16:8``
-(``cublas_workspace_config="vllm"``: the contract of 2026-12-05a, labelled ``contract`` and
-``contract-light`` in those results); ``contract-full`` is that with vLLM's per-request sampler
-and per-step output as well (the contract from 2026-12-04 to 2026-12-05, labelled ``contract``
-in those results); ``contract-ws4096`` keeps ``:4096:8`` (unmeasured). Labels of earlier
-measurements, the same engines stated explicitly: ``contract-cublas`` (the 2026-12-04
-measurements' label; = ``contract-full``), ``contract-sampler`` (the batched sampler alone; not
-measured on a GPU), ``contract-light`` (= ``contract-ws16``; 2026-12-05a) and ``contract-nows``
-(2026-12-05b; = ``contract-mnbt8k``). Those labels of earlier measurements, and
-``contract-full`` and ``contract-ws16``, keep the 8,192 batched tokens they were measured with. The contract's batched-token budget per engine step
-(``max_num_batched_tokens``) is 32,768 since 2026-12-05c: the prefill of 256 × 512-token prompts
-takes 4 steps instead of 16, each outside CUDA graphs and paying per-launch host work (in the
-135M profiles a prefill step makes ~260 LoRA kernel calls at 110–170 µs of host time each);
-``contract-mnbt8k`` is the contract with 8,192 (what ``contract`` meant until then),
-``contract-mnbt32k`` the label of the measurement that chose 32,768 (= ``contract`` today;
-``results/h100-mnbt32k-2026-12-05``: 1.26× / 1.45× at batch 64 / 256, diff = 0 in every row), and
-``default-mnbt32k`` vLLM's default at 32,768 (``default`` keeps 8,192). ``default`` is vLLM's own default
-configuration (the negative control); ``default-base`` is ``default`` with LoRA off and no adapter on any request — a
-throughput diagnostic only (with ``transformers-base``, transformers without the adapter): how
-much of every engine's distance from the bandwidth floor is the LoRA path. The two ``-base`` rows
-are measured only when asked and have no consistency rows."""
-NOT_BY_DEFAULT = ("contract-full", "contract-ws16", "contract-ws4096", "contract-nows", "contract-cublas",
-                  "contract-sampler", "contract-light", "contract-mnbt32k", "contract-mnbt8k", "default-mnbt32k",
-                  "default-base")
-"""Labels :func:`run` measures only when asked: ``contract-full``, ``contract-ws16`` and
-``contract-mnbt8k`` (what the contract's speed options buy), ``contract-ws4096`` (unmeasured),
-``default-mnbt32k``, the labels of earlier measurements, and ``default-base`` (with
-``transformers-base``), the no-adapter diagnostics."""
-CONTRACT_LABELS = ("contract", "contract-triton", "contract-full", "contract-ws16", "contract-ws4096",
-                   "contract-nows", "contract-cublas", "contract-sampler", "contract-light", "contract-mnbt32k",
-                   "contract-mnbt8k")
-"""Configurations that keep the contract: each of their consistency rows must be bit-identical
-(:func:`failures`), and their throughput is reported as a ratio to ``default`` and ``transformers``."""
-RATIOS = tuple((c, d) for c in CONTRACT_LABELS for d in ("default", "transformers")) + (
-    ("default", "transformers"), ("default-base", "transformers-base"), ("default", "default-base"),
-    ("contract", "default-mnbt32k"), ("contract-mnbt32k", "default-mnbt32k"), ("default-mnbt32k", "transformers"),
-    ("default-mnbt32k", "default"), ("contract", "contract-mnbt8k"),
-    ("transformers", "transformers-base"), ("default", "transformers-dynamic"),
-    ("transformers", "transformers-dynamic"))
-"""Throughput ratios :func:`run` prints where both rows were measured (same run)."""
+"""The base configurations, label → :class:`policies.engines.VLLMEngine` settings (everything not
+named is the engine's default for vLLM on CUDA). ``contract``: the engine's defaults with
+``consistent=True`` — batch-invariant mode, Triton attention, CUDA graphs + ``torch.compile``,
+linear layers and LM head on cuBLAS without split-K where the engine proves it row-invariant at
+start (:mod:`policies.vllm_cuda_patches`), every seeded request's sampling noise in one launch
+(:mod:`policies.vllm_seeded_sampler`), no per-step detokenization (token ids and flat log-probs
+only, text decoded once per completion), ``CUBLAS_WORKSPACE_CONFIG`` unset (vLLM sets ``:16:8``: up
+to ~85 µs of host time per eager matmul) and 32,768 batched tokens per engine step: what training
+runs. ``contract-eager``, ``contract-fa3`` (FlashAttention 3) and ``contract-triton`` (vLLM 0.22's
+batch-invariant Triton matmul for the linear layers, the contract's kernel before 2026-12-04)
+change one of those choices each: they show whether it is needed, or what it costs, on a card.
+``default`` is vLLM's own default configuration (CUDA graphs, default attention backend,
+batch-invariant mode off, our patches off): the negative control, which must differ; it keeps
+8,192 batched tokens per step. ``default-base`` is ``default`` with LoRA off and no adapter on
+any request — a throughput diagnostic only (with ``transformers-base``), without consistency rows:
+how much of every engine's distance from the bandwidth floor is the LoRA path.
+
+Any of them takes engine overrides in its label, ``BASE+key=value[+key=value…]`` (keys
+:data:`OVERRIDES`), e.g. ``contract+max_num_batched_tokens=8192`` — one setting changed, measured
+in the same run as the others; :data:`EARLIER_LABELS` names the ones earlier measurements used."""
+DEFAULT_LABELS = ("contract", "contract-eager", "contract-fa3", "contract-triton", "default")
+"""What :func:`run` measures when no labels are given (with ``transformers`` for throughput and
+``gradient`` for consistency); every other label runs only when named."""
+DIAGNOSTICS = ("contract-eager", "contract-fa3")
+"""Batch-invariant configurations known to break the contract (the eager engine from 16
+co-resident requests and at L ≥ 1000, FlashAttention 3 on the needle; H200, 2026-12-02): their
+rows may differ without failing a run."""
+OVERRIDES = {
+    "max_num_batched_tokens": int,
+    "cublas_linear": bool,
+    "batched_sampler": bool,
+    "detokenize": bool,
+    "cublas_workspace_config": str,
+    "cuda_graphs": bool,
+    "attention_backend": str,
+    "enable_prefix_caching": bool,
+}
+"""The :class:`policies.engines.VLLMEngine` settings a label may override, and their types
+(``true``/``false`` for bool; ``consistent`` is the choice of base, not an override)."""
+EARLIER_LABELS = {
+    "contract-cublas": "contract+cublas_linear=true+batched_sampler=false+detokenize=true"
+                       "+cublas_workspace_config=vllm+max_num_batched_tokens=8192",
+    "contract-full": "contract+cublas_linear=true+batched_sampler=false+detokenize=true"
+                     "+cublas_workspace_config=vllm+max_num_batched_tokens=8192",
+    "contract-sampler": "contract+cublas_linear=true+batched_sampler=true+detokenize=true"
+                        "+cublas_workspace_config=vllm+max_num_batched_tokens=8192",
+    "contract-light": "contract+cublas_linear=true+batched_sampler=true+detokenize=false"
+                      "+cublas_workspace_config=vllm+max_num_batched_tokens=8192",
+    "contract-ws16": "contract+cublas_linear=true+batched_sampler=true+detokenize=false"
+                     "+cublas_workspace_config=vllm+max_num_batched_tokens=8192",
+    "contract-nows": "contract+cublas_linear=true+batched_sampler=true+detokenize=false"
+                     "+cublas_workspace_config=unset+max_num_batched_tokens=8192",
+    "contract-mnbt8k": "contract+cublas_linear=true+batched_sampler=true+detokenize=false"
+                       "+cublas_workspace_config=unset+max_num_batched_tokens=8192",
+    "contract-mnbt32k": "contract+cublas_linear=true+batched_sampler=true+detokenize=false"
+                        "+cublas_workspace_config=unset+max_num_batched_tokens=32768",
+    "contract-ws4096": "contract+cublas_workspace_config=:4096:8",
+    "default-mnbt32k": "default+max_num_batched_tokens=32768",
+}
+"""Labels of earlier measurements (``results/``, ``docs/gpu.md``) → the engine they measured,
+stated against today's defaults, so a label names the same engine whatever the defaults become.
+``contract-cublas`` (2026-12-04) and ``contract-full``: the contract with vLLM's per-request
+sampler, per-step detokenization, vLLM's ``CUBLAS_WORKSPACE_CONFIG=:16:8`` and 8,192 batched
+tokens (the contract of 2026-12-04/05); ``contract-sampler``: that with the batched sampler alone
+(never measured on a GPU); ``contract-light`` and ``contract-ws16``: that with no per-step
+detokenization too (2026-12-05a); ``contract-nows`` and ``contract-mnbt8k``: with the variable
+unset as well (2026-12-05b); ``contract-mnbt32k``: with 32,768 batched tokens (= ``contract``
+since 2026-12-05c, ``results/h100-mnbt32k-2026-12-05``); ``contract-ws4096`` keeps ``:4096:8``
+(unmeasured); ``default-mnbt32k``: vLLM's default at 32,768 batched tokens."""
+BENCH_MAX_MODEL_LEN = 4096  # tokens: every vLLM engine of the bench
+
+
+def _override_value(label: str, key: str, text: str):
+    """One ``key=value`` of a label, parsed and checked; ValueError naming the label."""
+    kind = OVERRIDES[key]
+    if kind is bool:
+        if text.lower() not in ("true", "false"):
+            raise ValueError(f"{label!r}: {key} must be true or false; got {text!r}")
+        return text.lower() == "true"
+    if kind is int:
+        if not text.isdigit():
+            raise ValueError(f"{label!r}: {key} must be a positive integer; got {text!r}")
+        return int(text)
+    if not text:
+        raise ValueError(f"{label!r}: {key} needs a value")
+    return text
+
+
+def engine_settings(label: str) -> dict:
+    """The :class:`policies.engines.VLLMEngine` settings a vLLM configuration label stands for: a
+    base of :data:`CONFIGS` (or a label of :data:`EARLIER_LABELS`, which stands for its own
+    overrides), then each ``+key=value`` override in order (keys :data:`OVERRIDES`; a later one
+    replaces an earlier label's).
+
+    >>> engine_settings("contract+max_num_batched_tokens=8192")
+    {'consistent': True, 'cuda_graphs': True, 'max_num_batched_tokens': 8192}
+
+    Raises:
+        ValueError: an unknown base or key, a malformed or repeated override, a value of the wrong
+            type, a ``cublas_workspace_config`` the engine would refuse, or a batched-token budget
+            below the bench engines' ``max_model_len`` (:data:`BENCH_MAX_MODEL_LEN`).
+    """
+    from policies.engines.vllm_engine import batched_tokens
+    from policies.vllm_cuda_patches import workspace_value
+
+    head, *pairs = label.split("+")
+    base, *inherited = EARLIER_LABELS.get(head, head).split("+")
+    if base not in CONFIGS:
+        raise ValueError(f"unknown configuration {label!r}; known bases: {', '.join(CONFIGS)}"
+                         f"; labels of earlier measurements: {', '.join(EARLIER_LABELS)}")
+    out, seen = dict(CONFIGS[base]), set()
+    for i, pair in enumerate([*inherited, *pairs]):
+        key, eq, text = pair.partition("=")
+        if not eq:
+            raise ValueError(f"{label!r}: override {pair!r} is not key=value")
+        if key not in OVERRIDES:
+            raise ValueError(f"{label!r}: {key!r} cannot be overridden; keys: {', '.join(OVERRIDES)}")
+        if i >= len(inherited):  # the label's own overrides (an earlier label's may be overridden once)
+            if key in seen:
+                raise ValueError(f"{label!r}: {key} given twice")
+            seen.add(key)
+        out[key] = _override_value(label, key, text)
+    try:
+        if "cublas_workspace_config" in out:
+            workspace_value(out["cublas_workspace_config"])
+        if "max_num_batched_tokens" in out:
+            batched_tokens("cuda", out["consistent"], out["max_num_batched_tokens"], BENCH_MAX_MODEL_LEN)
+    except ValueError as exc:
+        raise ValueError(f"{label!r}: {exc}") from None
+    return out
+
+
+def base_label(label: str) -> str | None:
+    """The :data:`CONFIGS` base of a vLLM configuration label (an earlier label resolved), or None
+    for any other label (``transformers``, ``gradient``, …)."""
+    head = label.split("+")[0]
+    base = EARLIER_LABELS.get(head, head).split("+")[0]
+    return base if base in CONFIGS else None
+
+
+def is_contract(label: str) -> bool:
+    """Whether a label is a configuration that must keep the contract — a batch-invariant base other
+    than :data:`DIAGNOSTICS`, with any overrides: each of its consistency rows must be
+    bit-identical (:func:`failures`), and its throughput is reported as a ratio to vLLM's default
+    and to transformers."""
+    base = base_label(label)
+    return base is not None and CONFIGS[base]["consistent"] and base not in DIAGNOSTICS
+
+
+TRANSFORMERS_LABELS = ("transformers", "transformers-base", "transformers-dynamic")
+FIXED_RATIOS = (("default", "default-base"), ("default-base", "transformers-base"),
+                ("transformers", "transformers-base"), ("transformers", "transformers-dynamic"))
+
+
+def ratio_pairs(labels) -> list[tuple[str, str]]:
+    """The throughput ratios ``(numerator, denominator)`` :func:`run` prints for the measured
+    ``labels``: every contract configuration (:func:`is_contract`) over every vLLM configuration
+    without the contract that serves adapters, and over ``transformers`` and
+    ``transformers-dynamic``; each such vLLM configuration over those two; a label with overrides
+    over its plain base (what the overrides buy or cost); and :data:`FIXED_RATIOS` (the no-adapter
+    diagnostics)."""
+    labels = list(dict.fromkeys(labels))
+
+    def plain_vllm(lb):
+        base = base_label(lb)
+        return base is not None and not CONFIGS[base]["consistent"] and engine_settings(lb).get("enable_lora", True)
+
+    pairs = []
+    for a in labels:
+        for b in labels:
+            if a == b:
+                continue
+            if ((is_contract(a) or plain_vllm(a)) and b in ("transformers", "transformers-dynamic")
+                    or is_contract(a) and plain_vllm(b)
+                    or base_label(a) is not None and a != base_label(a) and b == base_label(a)
+                    or (a, b) in FIXED_RATIOS):
+                pairs.append((a, b))
+    return pairs
+
+
 CORESIDENT = (1, 16, 64, 256)
 PREFILL_DECODE_LENGTHS = (1, 63, 64, 65, 1000, 2047)
 BATCHES = (64, 256)
@@ -208,9 +321,31 @@ def executor_adapter_folder(path: str | os.PathLike) -> Path:
 
 
 def known_labels() -> tuple[str, ...]:
-    """Every configuration :func:`run` can measure: :data:`CONFIGS`, then ``transformers``,
-    ``transformers-base``, ``transformers-dynamic`` and ``gradient``."""
-    return (*CONFIGS, "transformers", "transformers-base", "transformers-dynamic", "gradient")
+    """Every configuration :func:`run` can measure by name: :data:`CONFIGS`,
+    :data:`EARLIER_LABELS`, then ``transformers``, ``transformers-base``, ``transformers-dynamic``
+    and ``gradient`` (and any base of :data:`CONFIGS` with overrides, :func:`engine_settings`)."""
+    return (*CONFIGS, *EARLIER_LABELS, *TRANSFORMERS_LABELS, "gradient")
+
+
+def check_labels(labels) -> None:
+    """Check configuration labels before anything runs.
+
+    Raises:
+        ValueError: a label that is neither a vLLM configuration (:func:`engine_settings`: the
+            message says what is wrong with it) nor one of ``transformers``,
+            ``transformers-base``, ``transformers-dynamic`` and ``gradient``, which take no
+            overrides; the message lists the known labels.
+    """
+    for lb in labels:
+        if lb in (*TRANSFORMERS_LABELS, "gradient"):
+            continue
+        if lb.split("+")[0] in (*TRANSFORMERS_LABELS, "gradient"):
+            raise ValueError(f"{lb!r}: only vLLM configurations take overrides")
+        try:
+            engine_settings(lb)
+        except ValueError as exc:
+            raise ValueError(f"{exc} (other labels: {', '.join((*TRANSFORMERS_LABELS, 'gradient'))}; a vLLM "
+                             "configuration takes overrides, e.g. contract+max_num_batched_tokens=8192)") from None
 
 
 def require_cuda() -> None:
@@ -776,16 +911,17 @@ def measure(label: str, parts: tuple[str, ...], backbone: str = DEFAULT_BACKBONE
     torch.manual_seed(0)
     model, tok, path = load_backbone(backbone)
     pm = attach_role_adapters(model, config=lora_config(r=8, alpha=16))
-    out: dict = {"config": CONFIGS[label], "backbone": backbone, "kv_cache_gib": kv_cache_gib(model.config)}
+    settings = engine_settings(label)
+    out: dict = {"config": settings, "backbone": backbone, "kv_cache_gib": kv_cache_gib(model.config)}
     with tempfile.TemporaryDirectory(prefix="advsim-cuda-bench-") as tmp:
         root = Path(tmp)
-        lora = CONFIGS[label].get("enable_lora", True)
+        lora = settings.get("enable_lora", True)
         for i, r in enumerate(ROLES if lora else ()):
             randomize_adapter(pm, r, seed=10 + i, scale=0.05)
             save_adapter(pm, f"{r}@0", root)
         t0 = time.perf_counter()
         engine = VLLMEngine(path, max_model_len=4096, max_num_seqs=256, max_loras=4, kv_cache_gib=out["kv_cache_gib"],
-                            device="cuda", dtype="bfloat16", seed=0, **CONFIGS[label])
+                            device="cuda", dtype="bfloat16", seed=0, **settings)
         out["start_seconds"] = round(time.perf_counter() - t0, 1)
         out["linear_kernel"] = {"kernel": engine.linear_kernel, "reason": engine.linear_kernel_reason}
         out["sampler"] = engine.sampler
@@ -875,7 +1011,7 @@ def engine_log(text: str) -> list[str]:
 
 def failures(results: dict) -> list[str]:
     """What makes a :func:`run` a failure: a configuration that did not finish, a row of a
-    contract configuration (:data:`CONTRACT_LABELS`) whose values are not all bit-identical (or
+    contract configuration (:func:`is_contract`) whose values are not all bit-identical (or
     whose tokens differ), or a configuration with the batched sampler that vLLM never sampled
     through (``sampler_calls`` 0)."""
     out = [f"{lb}: {r['error'].strip().splitlines()[-1] if r['error'].strip() else 'failed'}"
@@ -883,8 +1019,10 @@ def failures(results: dict) -> list[str]:
     for lb, r in results.get("configs", {}).items():
         if r.get("sampler", "").startswith("batched") and not r.get("sampler_calls", 1):
             out.append(f"{lb}: the batched sampler was installed but vLLM never sampled through it")
-    for lb in CONTRACT_LABELS:
-        for name, row in results.get("configs", {}).get(lb, {}).get("rows", {}).items():
+    for lb, r in results.get("configs", {}).items():
+        if not is_contract(lb):
+            continue
+        for name, row in r.get("rows", {}).items():
             if row["n_equal"] != row["n_tokens"] or not row.get("same_tokens", True):
                 out.append(f"{lb}: {name}: {row['n_equal']}/{row['n_tokens']} bit-equal, max {row['max']:.3g}")
     return out
@@ -899,9 +1037,9 @@ def run(parts: tuple[str, ...] = ("consistency", "throughput"), labels=None, par
         parts: ``consistency``, ``throughput``, ``rollout`` (whole web-world episodes: the training
             workload) and/or ``profile`` (GPU time per kernel family of one B = 256 generate per
             vLLM configuration: where the contract's cost lies).
-        labels: configurations to measure (default: every one of :data:`CONFIGS` but
-            :data:`NOT_BY_DEFAULT`, plus
-            ``transformers`` for throughput and ``gradient`` for consistency).
+        labels: configurations to measure (default: :data:`DEFAULT_LABELS`, plus ``transformers``
+            for throughput and ``gradient`` for consistency); a vLLM one may carry overrides,
+            ``contract+max_num_batched_tokens=8192`` (:func:`engine_settings`).
         partial: where to write the results so far (atomically) after each configuration, so a
             run cut short keeps what it measured.
         timeout: seconds per configuration.
@@ -915,7 +1053,7 @@ def run(parts: tuple[str, ...] = ("consistency", "throughput"), labels=None, par
             the H200: more runs per row narrow what one call can tell).
 
     Raises:
-        ValueError: a label that is not a configuration, ``executor`` not such a folder
+        ValueError: a label that is not a configuration (:func:`check_labels`), ``executor`` not such a folder
             (:func:`executor_adapter_folder`), or ``repeats`` below 1, before anything runs.
         RuntimeError: no CUDA here.
     """
@@ -924,15 +1062,12 @@ def run(parts: tuple[str, ...] = ("consistency", "throughput"), labels=None, par
 
     from forms_bench.atomic import atomic_write_text
 
-    known = known_labels()
-    unknown = [lb for lb in labels or () if lb not in known]
-    if unknown:
-        raise ValueError(f"unknown configuration(s) {', '.join(map(repr, unknown))}; known: {', '.join(known)}")
+    check_labels(labels or ())
     executor = executor_adapter_folder(executor) if executor else None
     if not isinstance(repeats, int) or repeats < 1:
         raise ValueError(f"repeats must be an integer >= 1; got {repeats!r}")
     require_cuda()
-    labels = list(labels or ([lb for lb in CONFIGS if lb not in NOT_BY_DEFAULT]
+    labels = list(labels or ([*DEFAULT_LABELS]
                              + (["transformers"] if "throughput" in parts or "rollout" in parts else [])
                              + (["gradient"] if "consistency" in parts else [])))
     results = {}
@@ -994,7 +1129,7 @@ def run(parts: tuple[str, ...] = ("consistency", "throughput"), labels=None, par
         rate = {lb: r["throughput"] for lb, r in results.items() if r.get("throughput")}
         ratios = {}
         for b in map(str, BATCHES):
-            for num, den in RATIOS:
+            for num, den in ratio_pairs(rate):
                 if num in rate and den in rate:
                     ratios[f"{num} / {den}, B = {b}"] = rate[num][b]["tokens_per_s"] / rate[den][b]["tokens_per_s"]
         out["ratios"] = ratios
@@ -1018,7 +1153,7 @@ def run(parts: tuple[str, ...] = ("consistency", "throughput"), labels=None, par
                           " ".join(x.get("digest", "–")[:8] for x in r["runs"]))
         con.print(table)
         out["rollout_ratios"] = {f"{num} / {den}, episodes/s": roll[num]["episodes_per_s"] / roll[den]["episodes_per_s"]
-                                 for num, den in RATIOS if num in roll and den in roll}
+                                 for num, den in ratio_pairs(roll)}
         for k, v in out["rollout_ratios"].items():
             con.print(f"{k}: {v:.2f}")
     prof = {lb: r["profile"] for lb, r in results.items() if r.get("profile")}
