@@ -262,13 +262,21 @@ def _setup_logging() -> None:
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
 
 
+def _interrupted(command: str) -> None:
+    """Ctrl-C during a run: say how to continue it (the run resumes after its last complete
+    checkpoint, reusing the rollout chunks it saved), then exit 130 (the shell's code for SIGINT)."""
+    typer.echo(f"\ninterrupted; continue the run with: {command}", err=True)
+    raise typer.Exit(130)
+
+
 def _load(config: Path):
     from advsim.config import ConfigError, load_config
 
     try:
         return load_config(config)
     except ConfigError as exc:
-        typer.echo(f"error: {config}: {exc}", err=True)
+        msg = str(exc)
+        typer.echo(f"error: {msg if msg.startswith(str(config)) else f'{config}: {msg}'}", err=True)
         raise typer.Exit(2)
 
 
@@ -294,11 +302,15 @@ def train_cmd(
     from advsim.run import RunFileError, RunInUseError
     from advsim.train import RunExistsError, train
 
+    run_dir = run_dir or Path("runs") / cfg.name
     try:
-        run = train(cfg, run_dir or Path("runs") / cfg.name, resume=resume)
+        run = train(cfg, run_dir, resume=resume)
     except (RunExistsError, RunFileError, RunInUseError, EngineChangedError) as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2)
+    except KeyboardInterrupt:
+        _interrupted(f"advsim train --config {config} --run-dir {run_dir} --resume"
+                     + (f" --stages {stages}" if stages else ""))
     typer.echo(f"run directory: {run.path}")
 
 
@@ -342,6 +354,8 @@ def eval_cmd(
         raise typer.Exit(2)
     from advsim.run import RunInUseError
 
+    log = _engine_log_to_file(run)  # vLLM's and transformers' lines, as `advsim demo` does
+    typer.echo(f"engine log: {log}")
     try:
         results = evaluate(run, tasks=tasks, seeds=seeds, browser=world != "sim", corpus_attacks=corpus, judge=judge,
                            external=external)
@@ -378,7 +392,9 @@ def _engine_log_to_file(run_dir: Path) -> Path:
 
 
 def demo_summary(run_dir: Path, results: dict, minutes: float) -> dict:
-    """The demo's headline numbers (``advsim demo --json``): ``minutes``, ``parse_rate`` per role
+    """The demo's headline numbers (``advsim demo --json``): ``minutes`` (this process's wall
+    time), ``run_minutes`` (the run's recorded phase and evaluation times summed over every process
+    that worked on it: a resumed run's whole work, without engine starts), ``parse_rate`` per role
     (warm-start format check on held-out prompts), ``informative_group_fraction`` (stage-1
     executor), ``curriculum_reward_max``, ``levels`` (per level × checkpoint × setting: success,
     n, 95 % Wilson interval), ``paired`` (per level, the change between consecutive checkpoints on
@@ -404,7 +420,10 @@ def demo_summary(run_dir: Path, results: dict, minutes: float) -> dict:
                 if r:
                     levels.append({"level": int(lv), "checkpoint": name, "setting": setting, "success": r["rate"],
                                    "n": r["n"], "ci_low": r["ci_low"], "ci_high": r["ci_high"]})
+    phase_seconds = sum(e["seconds"] for e in events if "seconds" in e and ("warmstart" in e or "stage" in e))
+    eval_seconds = sum(c.get("seconds") or 0 for c in results.get("checkpoints", {}).values())
     return {"world": results.get("world"), "minutes": round(minutes, 2),
+            "run_minutes": round((phase_seconds + eval_seconds) / 60, 2),
             "parse_rate": {r: chk.get(f"{r}_parse_rate") for r in ("executor", "curriculum", "adversary")},
             "informative_group_fraction": s1[-1]["executor"].get("informative_group_fraction") if s1 else None,
             "curriculum_reward_max": max((e["curriculum_reward_max"] for e in s1), default=None),
@@ -422,7 +441,7 @@ def headline_lines(summary: dict) -> list[str]:
     informative groups, R_C max, clean success per level at the first and last checkpoint (with n
     and the 95 % interval), the adversary's flip rate against the null injection, and diff max."""
     pct = lambda x: "–" if x is None else f"{100 * x:.1f} %"
-    out = ["parse rate after the warm start: " + ", ".join(f"{r} {pct(v)}" for r, v in summary["parse_rate"].items()),
+    out = ["format check after the warm start (parse rate on held-out prompts): " + ", ".join(f"{r} {pct(v)}" for r, v in summary["parse_rate"].items()),
            f"informative executor groups (last stage-1 iteration): {pct(summary['informative_group_fraction'])}; "
            f"R_C max {'–' if summary['curriculum_reward_max'] is None else round(summary['curriculum_reward_max'], 3)}"]
     clean = [r for r in summary["levels"] if r["setting"] == "clean"]
@@ -470,36 +489,51 @@ def demo_cmd(
     except (RunExistsError, RunFileError, RunInUseError, EngineChangedError) as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2)
+    except KeyboardInterrupt:
+        extra = "" if Path(config).resolve() == (REPO_ROOT / "configs" / "demo.yaml").resolve() else f" --config {config}"
+        _interrupted(f"advsim demo --run-dir {run_dir} --resume{extra}" + (" --full" if full else ""))
 
 
 def _demo(cfg, run_dir: Path, resume: bool, full: bool, json_out: Optional[Path]) -> None:
     """The body of ``advsim demo`` (:func:`demo_cmd`), inside the run directory's lock."""
     import time
 
-    from advsim.evaluate import evaluate
+    from advsim.evaluate import eval_settings, evaluate, up_to_date_eval
     from advsim.report import write_report
     from advsim.run import RunDir, stderr_to
-    from advsim.train import build_learner, check_run_dir, train
+    from advsim.train import build_learner, check_run_dir, remaining_phases, train
 
-    check_run_dir(cfg, RunDir(run_dir), resume)
+    run = RunDir(run_dir)
+    check_run_dir(cfg, run, resume)
+    tasks = "all" if full else cfg.eval.tasks
+    settings = eval_settings(tasks, cfg.eval.seeds, cfg.eval.browser, cfg.eval.attacked_browser, cfg.eval.corpus,
+                             "strict", False)
     log = _engine_log_to_file(Path(run_dir))
     typer.echo(f"run directory: {run_dir} (engine log: {log})")
     t0 = time.perf_counter()
-    with stderr_to(log):
-        learner = build_learner(cfg, RunDir(run_dir))  # one engine for training and evaluation
-    learner.engine_log = log
-    run = train(cfg, run_dir, resume=resume, learner=learner)
-    t1 = time.perf_counter()
-    results = evaluate(run.path, tasks="all" if full else cfg.eval.tasks, seeds=cfg.eval.seeds,
-                       browser=cfg.eval.browser, attacked_browser=cfg.eval.attacked_browser,
-                       corpus_attacks=cfg.eval.corpus, learner=learner)
+    results = up_to_date_eval(run.path, settings) if run.latest() and not remaining_phases(cfg, run) else None
+    if results is not None:  # a finished demo resumed: nothing to train, its evaluation already measured
+        typer.echo(f"{run.path} is complete and its eval.json evaluated every checkpoint with these settings: "
+                   "reporting it (delete eval.json, or run `advsim eval`, to evaluate again)")
+        t1 = t0
+    else:
+        with stderr_to(log):
+            learner = build_learner(cfg, run)  # one engine for training and evaluation
+        learner.engine_log = log
+        run = train(cfg, run_dir, resume=resume, learner=learner)
+        t1 = time.perf_counter()
+        results = evaluate(run.path, tasks=tasks, seeds=cfg.eval.seeds, browser=cfg.eval.browser,
+                           attacked_browser=cfg.eval.attacked_browser, corpus_attacks=cfg.eval.corpus,
+                           learner=learner)
     report = write_report(run.path, results)
     minutes = (time.perf_counter() - t0) / 60
     summary = demo_summary(run.path, results, minutes)
     from forms_bench.atomic import atomic_write_text
 
     atomic_write_text(run.path / "demo.json", json.dumps(summary, indent=2, sort_keys=True))
-    typer.echo(f"training {t1 - t0:.0f} s, evaluation {time.perf_counter() - t1:.0f} s, total {minutes:.1f} min")
+    typer.echo(f"this process: training {t1 - t0:.0f} s, evaluation {time.perf_counter() - t1:.0f} s, total "
+               f"{minutes:.1f} min; the run's recorded phases and evaluation, every process: "
+               f"{summary['run_minutes']:.1f} min")
     for line in headline_lines(summary):
         typer.echo(line)
     typer.echo(f"report: {report}")

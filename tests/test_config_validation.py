@@ -584,7 +584,7 @@ def test_every_shipped_config_validates(name, monkeypatch):
     if name == "paper.yaml":  # a template: its backbone is a placeholder for the user's own checkpoint
         with pytest.raises(ConfigError) as exc:
             load_config(path)
-        assert str(exc.value).startswith("<config>: model.backbone: '/path/to/local/4B-instruct-checkpoint' is "
+        assert str(exc.value).startswith("model.backbone: '/path/to/local/4B-instruct-checkpoint' is "
                                          "neither") and ";" not in str(exc.value)
         data = yaml.safe_load(path.read_text())
         data["model"]["backbone"] = "smollm2-135m-instruct"
@@ -679,7 +679,8 @@ def test_demo_prints_its_headline_numbers():
 
     summary = json.loads(Path("results/demo-cpu-2026-12-02b/demo.json").read_text())
     lines = headline_lines(summary)
-    assert lines[0] == "parse rate after the warm start: adversary 100.0 %, curriculum 100.0 %, executor 100.0 %"
+    assert lines[0] == ("format check after the warm start (parse rate on held-out prompts): adversary 100.0 %, "
+                        "curriculum 100.0 %, executor 100.0 %")
     assert lines[1] == "informative executor groups (last stage-1 iteration): 37.5 %; R_C max 0.458"
     assert lines[2] == ("level 0 clean success: warmstart 50.0 % → robust-iter-1 50.0 % (n = 40, 95 % CI "
                         "35.2 %–64.8 %)")
@@ -1060,6 +1061,26 @@ def test_eval_seeds_below_one_is_a_usage_error(tmp_path):
     assert res.exit_code == 2 and "--seeds" in res.output
 
 
+def test_eval_of_no_task_is_a_usage_error_before_any_model_loads(tmp_path, monkeypatch):
+    """`eval --tasks sample:0` (a config refuses it too) once started the engine to evaluate no test
+    task; now exit 2 naming the selection, and the library's log lines go to the run's engine.log."""
+    from typer.testing import CliRunner
+
+    import advsim.train as train_mod
+    from advsim.cli import app
+    from advsim.run import RunDir
+    from tests.test_train import TINY
+
+    run = RunDir(tmp_path / "r")
+    run.write_config(config_from_dict(TINY))
+    run.commit_checkpoint("warmstart", {"versions": {"executor": 0}})
+    monkeypatch.setattr(train_mod, "build_learner", lambda *a, **k: pytest.fail("loaded a model"))
+    res = CliRunner().invoke(app, ["eval", "--run", str(run.path), "--tasks", "sample:0"])
+    assert res.exit_code == 2
+    assert res.output.splitlines()[-1] == "error: tasks 'sample:0' selects no test task (sample:N needs N >= 1)"
+    assert res.output.splitlines()[0] == f"engine log: {run.path / 'engine.log'}"
+
+
 def test_a_config_and_its_saved_copy_have_one_rollout_digest():
     """A run's rollout digest (the key of its saved chunks) must not change when the run resumes from
     its own config.yaml instead of the file it was started with: every default must already have the
@@ -1077,3 +1098,59 @@ def test_a_config_and_its_saved_copy_have_one_rollout_digest():
         assert again.to_dict() == cfg.to_dict()
         assert json.dumps(again.to_dict(), sort_keys=True) == json.dumps(cfg.to_dict(), sort_keys=True)
         assert run_digest(again) == run_digest(cfg)
+
+
+def test_a_misspelt_field_or_section_names_the_closest_one(tmp_path):
+    """An unknown field says which one was probably meant (difflib), or lists the section's
+    fields; a misspelt section is named as such before the "missing section" rule; the CLI prints
+    a file's name once, and a config-wide check without a stray location prefix."""
+    from typer.testing import CliRunner
+
+    from advsim.cli import app
+
+    data = yaml.safe_load(DEMO.read_text())
+    data["optim"]["learnig_rate"] = 0.1
+    data["engine"]["zzzz"] = 1
+    with pytest.raises(ConfigError) as exc:
+        config_from_dict(data)
+    assert str(exc.value) == ("engine.zzzz: unknown field (known: kind, device, dtype, consistency, max_model_len, "
+                              "kv_cache_gib, threads, max_num_seqs, gpu_memory_utilization, cuda_graphs, cublas_linear, "
+                              "batched_sampler, detokenize, cublas_workspace_config, max_num_batched_tokens); "
+                              "optim.learnig_rate: unknown field (did you mean learning_rate?)")
+    data = yaml.safe_load(DEMO.read_text())
+    data["stage_1"] = data.pop("stage1")
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(yaml.safe_dump(data))
+    with pytest.raises(ConfigError, match=r"^stage_1: unknown section or field \(did you mean stage1\?\)$"):
+        load_config(bad)
+    res = CliRunner().invoke(app, ["train", "--config", str(bad)])
+    assert res.exit_code == 2 and res.output.strip() == f"error: {bad}: stage_1: unknown section or field (did you mean stage1?)"
+    missing = tmp_path / "nope.yaml"
+    res = CliRunner().invoke(app, ["train", "--config", str(missing)])
+    assert res.exit_code == 2 and res.output.strip() == f"error: {missing}: No such file or directory"
+    res = CliRunner().invoke(app, ["train", "--config", str(DEMO), "--stages", "3", "--run-dir", str(tmp_path / "r")])
+    assert res.exit_code == 2
+    assert res.output.strip() == "error: --stages: stages: expected a non-empty subset of [1, 2], got [3]"
+
+
+@pytest.mark.parametrize("command", ["train", "demo"])
+def test_ctrl_c_says_how_to_resume(command, tmp_path, monkeypatch):
+    """Ctrl-C during ``advsim train`` or ``advsim demo`` ends with exit 130 and the exact command
+    that continues the run (its run directory, ``--resume``, and the options that must stay)."""
+    from typer.testing import CliRunner
+
+    import advsim.cli as cli
+    import advsim.train as train_mod
+
+    def interrupted(*a, **k):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(train_mod, "train", interrupted)
+    monkeypatch.setattr(cli, "_demo", interrupted)
+    run = tmp_path / "run"
+    args = (["train", "--config", str(DEMO), "--run-dir", str(run), "--stages", "1"] if command == "train"
+            else ["demo", "--run-dir", str(run)])
+    res = CliRunner().invoke(cli.app, args)
+    want = (f"advsim train --config {DEMO} --run-dir {run} --resume --stages 1" if command == "train"
+            else f"advsim demo --run-dir {run} --resume")
+    assert res.exit_code == 130 and res.output.strip() == f"interrupted; continue the run with: {want}"

@@ -1,11 +1,13 @@
 """The co-evolution pipeline in the evidence-ledger world, end to end on a tiny random backbone:
 the same stages, warm start and run loop as the web world, through the ledger's task suite."""
 
+import json
 from pathlib import Path
 
 import pytest
 
 from advsim.config import config_from_dict
+from advsim.run import RunDir
 from advsim.train import train
 from policies.roles import RoleIO
 from tests.test_train import TINY, WARMSTART, adapter_digests
@@ -107,6 +109,19 @@ def test_evaluation_of_a_ledger_run_reports_per_protocol_with_intervals(tmp_path
     assert "## Per protocol, test sample (%)" in report
     summary = demo_summary(tmp_path, res, 1.5)
     assert summary["world"] == "evidence-ledger" and summary["minutes"] == 1.5
+    # the run's own work over every process: its phase rows' seconds plus each checkpoint's evaluation
+    rows = [e for e in RunDir(tmp_path).read("events.jsonl") if "seconds" in e and ("warmstart" in e or "stage" in e)]
+    work = sum(e["seconds"] for e in rows) + ck["seconds"]
+    assert rows and work > 0 and summary["run_minutes"] == round(work / 60, 2)
+    # eval.json records what it measured; a demo resumed on the finished run reuses it only when equal
+    from advsim.evaluate import eval_settings, up_to_date_eval
+
+    settings = eval_settings("sample:1", 2, True, cfg.eval.attacked_browser, True, "strict", False)
+    assert res["settings"] == settings and res["completed"] == RunDir(tmp_path).completed() == ["robust-iter-1",
+                                                                                                 "adv-v-1"]
+    assert up_to_date_eval(tmp_path, settings) == json.loads((tmp_path / "eval.json").read_text())
+    assert up_to_date_eval(tmp_path, {**settings, "seeds": 3}) is None
+    assert up_to_date_eval(tmp_path, {**settings, "tasks": "all"}) is None
     lv0 = [x for x in summary["levels"] if x["level"] == 0 and x["setting"] == "clean"]
     assert lv0 and lv0[0]["n"] == 2 and summary["flip_rate"] is None
     with pytest.raises(ValueError, match="the evidence-ledger world has no LM judge"):

@@ -696,6 +696,35 @@ def test_resume_refuses_a_changed_config_and_names_every_change(tmp_path):
     assert "learning_rate: 0.01" in (run.path / "config.yaml").read_text()  # the saved config is untouched
 
 
+def test_a_complete_run_says_so_and_trains_nothing(tmp_path, monkeypatch):
+    """A run with a checkpoint for every phase of its config: without --resume the error says it is
+    complete (not "pass --resume to continue it"); with --resume, train returns without building a
+    learner, rewriting the config or touching the logs."""
+    import advsim.train as train_mod
+    from advsim.run import RunDir
+    from advsim.train import RunExistsError, check_run_dir, phases, remaining_phases
+
+    cfg = config_from_dict(TINY)
+    run = RunDir(tmp_path / "r")
+    run.write_config(cfg)
+    names = phases(cfg)
+    assert len(names) >= 2
+    run.commit_checkpoint(names[0], {"versions": {"executor": 0}})
+    assert remaining_phases(cfg, run) == names[1:]
+    with pytest.raises(RunExistsError, match="already has checkpoint .*; pass --resume to continue it"):
+        check_run_dir(cfg, run, resume=False)
+    for name in names[1:]:
+        run.commit_checkpoint(name, {"versions": {"executor": 0}})
+    assert remaining_phases(cfg, run) == []
+    with pytest.raises(RunExistsError, match=f"is complete: every phase of its config has a checkpoint \\(the last: "
+                                             f"'{names[-1]}'\\), so nothing is left to train"):
+        check_run_dir(cfg, run, resume=False)
+    saved = (run.path / "config.yaml").read_bytes()
+    monkeypatch.setattr(train_mod, "build_learner", lambda *a, **k: pytest.fail("built a learner for a complete run"))
+    assert train(cfg, run.path, resume=True).path == run.path
+    assert (run.path / "config.yaml").read_bytes() == saved
+
+
 def test_resume_never_trains_a_phase_before_one_already_completed(tmp_path, monkeypatch):
     """`stages` may change on resume (adding stage 2 after stage 1), but a `stages: [2]` run
     resumed with [1, 2] would train stage 1 after stage 2: refused before anything loads."""
@@ -776,7 +805,10 @@ def test_iteration_console_lines_summarise_per_level_instead_of_listing_every_ta
         "informative groups 51.6 %, diff max 0.0")
     empty = {**row, "levels": [], "p_hat": [], "executor": {}}
     assert stage1_summary("capability-iter-2", empty).startswith("capability-iter-2: no valid proposal; ")
-    assert "informative groups –, diff max None" in stage1_summary("capability-iter-2", empty)
+    assert stage1_summary("capability-iter-2", empty).endswith("informative groups –, no executor update")
+    skipped = {**row, "executor": {"informative_group_fraction": 0.0, "skipped": "no sample with a non-zero advantage"}}
+    assert stage1_summary("capability-iter-1", skipped).endswith(
+        "informative groups 0.0 %, executor update skipped (no sample with a non-zero advantage)")
     row2 = {"valid": 966, "proposals": 1024, "flip_rate": 56 / 7728, "flip_n": 7728, "null_flip_rate": 32 / 7728,
             "null_flip_n": 7728, "executor_attacked_success": 0.8828125, "executor": {"diff": {"max": 0.0}}}
     assert stage2_summary("robust-iter-1", row2) == (

@@ -26,8 +26,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from rich.console import Console
 from rich.table import Table
+
+from advsim.terminal import make_console
 
 ADAPTERS = (None, "executor@0", "curriculum@0", "adversary@0")
 LENGTHS = (5, 650, 40, 300, 12, 520, 90, 260, 8, 610, 150, 33, 400, 70, 200, 480)
@@ -186,9 +187,9 @@ def run(threads: int = 2) -> dict:
     for name, r in rows.items():
         table.add_row(name, str(r["n_tokens"]), str(r["n_equal"]), f"{r['max']:.3g}", f"{r['mean']:.3g}",
                       f"{r['std']:.3g}", f"{r['k3']:.3g}", str(r.get("max_requests_per_step", "–")))
-    Console().print(table)
+    make_console().print(table)
     co = rows[f"vllm: {CORESIDENT} co-resident requests"]["max_requests_per_step"]
     if co < CORESIDENT:
-        Console().print(f"[red]warning: at most {co} of the {CORESIDENT} requests shared an engine step[/red]")
-    Console().print(f"{out['seconds']} s")
+        make_console().print(f"[red]warning: at most {co} of the {CORESIDENT} requests shared an engine step[/red]")
+    make_console().print(f"{out['seconds']} s")
     return out

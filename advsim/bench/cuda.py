@@ -1057,9 +1057,9 @@ def run(parts: tuple[str, ...] = ("consistency", "throughput"), labels=None, par
             (:func:`executor_adapter_folder`), or ``repeats`` below 1, before anything runs.
         RuntimeError: no CUDA here.
     """
-    from rich.console import Console
     from rich.table import Table
 
+    from advsim.terminal import make_console
     from forms_bench.atomic import atomic_write_text
 
     check_labels(labels or ())
@@ -1081,9 +1081,7 @@ def run(parts: tuple[str, ...] = ("consistency", "throughput"), labels=None, par
     out: dict = {"model": f"{backbone} bf16 + LoRA r=8 role adapters (none in the -base rows)", "backbone": backbone,
                  "executor_adapter": str(executor) if executor else "random (r 8, seed 10, scale 0.05)",
                  "repeats": repeats, "configs": results}
-    con = Console()
-    if not con.is_terminal and "COLUMNS" not in os.environ:
-        con.width = 132  # a log (the device machine's output): rich's default 80 columns cut the headers
+    con = make_console()  # 132 columns in a log (the device machine's output): rich's 80 cut the headers
     for lb, r in results.items():
         if "error" in r:
             con.print(f"[red]{lb}: failed: {r['error'][-1500:]}[/red]")

@@ -21,6 +21,8 @@ from forms_bench.suite import select_tasks
 from judges.strict import check_record
 from worlds.web.sim import SimWebWorld
 
+from advsim.terminal import make_console
+
 
 def _episode(world, task: Task, actions) -> tuple[list[str], bool, list[str], list[float]]:
     obs = [world.reset(task)]
@@ -76,7 +78,7 @@ def run(policy: str = "oracle", world: str = "sim", tasks: str = "all", console:
         ValueError: unknown policy, world or task id.
     """
     selected = check_args(policy, world, tasks)
-    console = console or Console()
+    console = console or make_console()
     worlds: dict[str, Any] = {}
     if world in ("sim", "both"):
         worlds["sim"] = SimWebWorld()

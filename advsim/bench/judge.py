@@ -32,6 +32,7 @@ from rich.console import Console
 from rich.table import Table
 
 from advsim.attacks import wrong_value_action
+from advsim.terminal import make_console
 from forms_bench.actions import Action, ActionParseError, parse_action
 from forms_bench.oracle import solve
 from forms_bench.schema import Task
@@ -209,7 +210,7 @@ def run(judge: str = "oracle", tasks: str = "all", model: str | None = None, k: 
     Raises:
         ValueError: unknown judge or task id.
     """
-    console = console or Console()
+    console = console or make_console()
     name = "custom" if judge_fn is not None else judge
     fn = judge_fn or make_judge(judge, model, k, temperature, max_new_tokens, prefill)
     selected = select_tasks(tasks)

@@ -21,6 +21,8 @@ from worlds.ledger.generate import SHORT
 from worlds.ledger.schema import DOMAINS, PROTOCOLS
 from worlds.ledger.suite import AGENTS, load_suite, run_plan
 
+from advsim.terminal import make_console
+
 
 def _pct(rate: dict | float | None) -> str:
     if isinstance(rate, dict):
@@ -50,7 +52,7 @@ def evaluate_agents(agents: Optional[list[str]] = None) -> dict:
 def print_tables(payload: dict, console: Optional[Console] = None) -> None:
     """Print two rich tables, one column per agent: ECS (by protocol, overall, P-M, D-M, by
     domain) and the diagnostics (BSR, PAR, CAS, Gap and Part. per protocol) as % (num/den)."""
-    console = console or Console()
+    console = console or make_console()
     agents = payload["agents"]
     names = list(agents)
 

@@ -22,6 +22,8 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from advsim.terminal import make_console
+
 
 def _tokenizer():
     """The embedded backbone's tokenizer if its converted checkpoint is cached (no conversion,
@@ -92,7 +94,7 @@ def run(world: str = "both", n: int = 30, console: Console | None = None) -> dic
         raise ValueError(f"world must be web, ledger or both, got {world!r}")
     if n < 1:
         raise ValueError(f"n must be >= 1, got {n}")
-    console = console or Console()
+    console = console or make_console()
     out: dict[str, Any] = {}
     if world in ("web", "both"):
         out["web"] = web_levels(n)

@@ -28,6 +28,8 @@ from typing import Callable, Optional
 from rich.console import Console
 from rich.table import Table
 
+from advsim.terminal import make_console
+
 SIZES = (25_000, 50_000, 100_000, 200_000)
 """Input lengths in characters; each is twice the previous one."""
 MAX_RATIO = 10.0
@@ -153,7 +155,7 @@ def measure(repeats: int = 5, sizes: tuple[int, ...] = SIZES) -> dict:
 
 def print_table(payload: dict, console: Optional[Console] = None) -> None:
     """Print one row per input: CPU ms per size, the largest/smallest ratio, wall ms at the largest."""
-    console = console or Console()
+    console = console or make_console()
     sizes = payload["sizes"]
     t = Table(title=f"Action parser, adversarial inputs (pattern repeated to n chars; CPU ms, best of "
                     f"{payload['repeats']})", title_justify="left")

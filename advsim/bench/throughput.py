@@ -21,8 +21,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from rich.console import Console
 from rich.table import Table
+
+from advsim.terminal import make_console
 
 
 def executor_prompts(tok, n: int, seed: int = 0) -> list[list[int]]:
@@ -268,8 +269,8 @@ def run(n_prompts: int = 8, max_new_tokens: int = 32, repeats: int = 3, threads:
     for name, r in results.items():
         table.add_row(name, f"{r['tokens_per_s']:.1f}", ", ".join(str(x["seconds"]) for x in r["runs"]),
                       ", ".join(str(x["tokens"]) for x in r["runs"]))
-    Console().print(table)
-    Console().print(f"VLLMEngine / TorchEngine = {out['ratio_vllm_over_torch']:.2f}; "
+    make_console().print(table)
+    make_console().print(f"VLLMEngine / TorchEngine = {out['ratio_vllm_over_torch']:.2f}; "
                     f"VLLMEngine / {NO_CONTRACT} = {out['ratio_contract_over_no_contract']:.2f} "
                     "(the contract's cost; target ≥ 0.95); "
                     f"VLLMEngine / {SHIPPED} = {out['ratio_contract_over_shipped']:.2f} "
