@@ -36,8 +36,7 @@ def bench_levels(
     n: int = typer.Option(30, help="generated tasks (cases) per level"),
     json_out: Optional[Path] = json_option("also write the numbers as JSON"),
 ) -> None:
-    """What each difficulty level costs: page tokens, oracle actions and targets (web); reads,
-    actions and reference steps (ledger)."""
+    """What each difficulty level costs: page tokens, oracle actions and targets (web); reads, actions and reference steps (ledger)."""
     from advsim.bench import levels
 
     try:
@@ -189,8 +188,9 @@ def bench_throughput(
     repeats: Optional[int] = typer.Option(None, "--repeats", min=1, help="timed runs per row after its warm-up; the "
                                           "rate is their median (default 3 on cpu, 2 on cuda)"),
 ) -> None:
-    """Generated tokens/s of VLLMEngine and TorchEngine on the same executor prompts (cuda: vLLM with the
-    contract, vLLM's default, transformers static cache + torch.compile; B = 64 and 256)."""
+    """Generated tokens/s of VLLMEngine and TorchEngine on the same executor prompts.
+
+    cuda: vLLM with the contract, vLLM's default, transformers static cache + torch.compile; B = 64 and 256."""
     _check_device(device)
     _check_backbone(device, backbone)
     for flag, on in (("--profile", profile), ("--rollout", rollout), ("--configs", configs),
@@ -226,9 +226,9 @@ def suite_check(
     cases: Optional[Path] = typer.Option(None, "--cases", help="ledger: a user's own case file instead of the frozen suite"),
     json_out: Optional[Path] = json_option("also write the result as JSON"),
 ) -> None:
-    """Play every task's ground truth and negative controls through the suite protocol
-    (advsim.suites.check_suite): exit 0 when every ground truth succeeds and every control fails
-    with its reason, 1 otherwise (each failure printed)."""
+    """Play every task's ground truth and negative controls through the suite's protocol.
+
+    advsim.suites.check_suite: exit 0 when every ground truth succeeds and every control fails with its reason, 1 otherwise (each failure printed)."""
     from advsim.suites import SUITES, EvidenceLedgerSuite, check_suite
 
     if world not in SUITES:
@@ -330,8 +330,9 @@ def eval_cmd(
                                                 help="OpenAI-compatible endpoint of an external reactive adversary"),
     adversary_model: str = typer.Option("default", "--adversary-model", help="its `model` field"),
 ) -> None:
-    """Clean and attacked completion of every checkpoint (world model, and the real browser where
-    the world has one) and the report."""
+    """Evaluate every checkpoint of a run, clean and attacked, and write its report.
+
+    The world model's columns, and the real browser's where the world has one."""
     _setup_logging()
     from advsim.evaluate import evaluate
     from advsim.report import write_report
@@ -467,10 +468,9 @@ def demo_cmd(
                                 help="config to run (default: configs/demo.yaml, the embedded default on CPU; "
                                      "configs/h200-torch.yaml runs the same job larger on one GPU)"),
 ) -> None:
-    """The main job on the embedded default: SmolLM2-135M-Instruct, vLLM rollouts, warm start, one
-    stage-1 and one stage-2 iteration, then evaluation (per-level pool, test sample, sim
-    clean/attacked, real browser) and the report. Engine logs go to <run-dir>/engine.log.
-    ``--config`` runs the same job (train, evaluate, report, headline numbers) on another config."""
+    """The main job: train, evaluate and report on the embedded default (configs/demo.yaml).
+
+    SmolLM2-135M-Instruct, vLLM rollouts, warm start, one stage-1 and one stage-2 iteration, then evaluation (per-level pool, test sample, sim clean/attacked, real browser) and the report. Engine logs go to <run-dir>/engine.log. --config runs the same job on another config."""
     import time
 
     _setup_logging()
