@@ -548,7 +548,7 @@ def print_headline(results: dict, console: Console) -> None:
     rows = {n: {c: f(results["checkpoints"][n]) for c, f in columns.items()} for n in names}
     shown = [c for c in columns if any(rows[n][c] is not None for n in names)]
     table = Table(title=f"advsim eval — {len(results['tasks'])} test tasks × {results['seeds']} seed(s), "
-                        "strict success; parse rate: the executor's actions that parsed in these clean episodes")
+                        "strict success")
     table.add_column("checkpoint", no_wrap=True)
     for col in shown:
         table.add_column(col, justify="right")
