@@ -123,6 +123,22 @@ def build_learner(cfg: TrainConfig, run: RunDir):
     return Learner(cfg, run.path / "adapters")
 
 
+def epoch_progress(console: Console, role: str, n_examples: int, epochs: int, t0: float):
+    """A ``progress`` callback for :meth:`advsim.learner.Learner.sft` (called with the examples
+    each step used) that logs one line per finished epoch but the last — ``warm start executor:
+    epoch 1/3 done (93 s)``, seconds since ``t0`` — so a run logging to a file shows the warm
+    start moving (the last epoch is the role's own summary line)."""
+    seen = [0]
+
+    def progress(k: int) -> None:
+        before, seen[0] = seen[0] // max(1, n_examples), seen[0] + k
+        done = seen[0] // max(1, n_examples)
+        if done > before and done < epochs:
+            console.log(f"warm start {role}: epoch {done}/{epochs} done ({time.perf_counter() - t0:.0f} s)")
+
+    return progress
+
+
 def _warmstart(learner, io: RoleIO, cfg: TrainConfig, console: Console, suite) -> dict[str, Any]:
     from advsim.warmstart import curriculum_examples, format_check
 
@@ -133,7 +149,8 @@ def _warmstart(learner, io: RoleIO, cfg: TrainConfig, console: Console, suite) -
                            ("curriculum", curriculum_examples(io, tok, w.curriculum_examples, w.seed, suite)),
                            ("adversary", suite.adversary_demonstrations(io, tok, w.adversary_examples, w.seed))):
         t0 = time.perf_counter()
-        stats = learner.sft(role, examples, w.epochs, w.learning_rate, seed=w.seed, micro_batch=w.micro_batch)
+        stats = learner.sft(role, examples, w.epochs, w.learning_rate, seed=w.seed, micro_batch=w.micro_batch,
+                            progress=epoch_progress(console, role, len(examples), w.epochs, t0))
         stats.update(examples=len(examples), seconds=time.perf_counter() - t0)
         console.log(f"warm start {role}: {len(examples)} examples, loss per epoch "
                     f"{' '.join(f'{x:.3f}' for x in stats['loss_epochs'])} ({stats['seconds']:.0f} s)")

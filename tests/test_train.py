@@ -696,6 +696,24 @@ def test_resume_refuses_a_changed_config_and_names_every_change(tmp_path):
     assert "learning_rate: 0.01" in (run.path / "config.yaml").read_text()  # the saved config is untouched
 
 
+def test_the_warm_start_logs_each_finished_epoch_but_the_last():
+    """Steps of 4 + 4 + 2 examples per epoch of 10, three epochs: lines after epochs 1 and 2 only
+    (the third is the role's summary line), each once, with the seconds since the start."""
+    import time
+
+    from rich.console import Console
+
+    from advsim.train import epoch_progress
+
+    con = Console(record=True, width=200, log_path=False, log_time=False)
+    progress = epoch_progress(con, "executor", 10, 3, time.perf_counter())
+    for _ in range(3):
+        for k in (4, 4, 2):
+            progress(k)
+    assert [x.strip() for x in con.export_text().splitlines()] == ["warm start executor: epoch 1/3 done (0 s)",
+                                                                   "warm start executor: epoch 2/3 done (0 s)"]
+
+
 def test_a_complete_run_says_so_and_trains_nothing(tmp_path, monkeypatch):
     """A run with a checkpoint for every phase of its config: without --resume the error says it is
     complete (not "pass --resume to continue it"); with --resume, train returns without building a
