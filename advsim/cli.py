@@ -262,10 +262,13 @@ def _setup_logging() -> None:
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
 
 
-def _interrupted(command: str) -> None:
-    """Ctrl-C during a run: say how to continue it (the run resumes after its last complete
-    checkpoint, reusing the rollout chunks it saved), then exit 130 (the shell's code for SIGINT)."""
-    typer.echo(f"\ninterrupted; continue the run with: {command}", err=True)
+def _interrupted(args: list[str]) -> None:
+    """Ctrl-C during a run: say how to continue it — ``args``, shell-quoted (the run resumes after
+    its last complete checkpoint, reusing the rollout chunks it saved) — then exit 130 (the shell's
+    code for SIGINT)."""
+    import shlex
+
+    typer.echo(f"\ninterrupted; continue the run with: {shlex.join(args)}", err=True)
     raise typer.Exit(130)
 
 
@@ -275,8 +278,8 @@ def _load(config: Path):
     try:
         return load_config(config)
     except ConfigError as exc:
-        msg = str(exc)
-        typer.echo(f"error: {msg if msg.startswith(str(config)) else f'{config}: {msg}'}", err=True)
+        msg = str(exc)  # load_config names the file itself where the file, not a field, is wrong
+        typer.echo(f"error: {msg if msg.startswith(f'{config}: ') else f'{config}: {msg}'}", err=True)
         raise typer.Exit(2)
 
 
@@ -309,8 +312,8 @@ def train_cmd(
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2)
     except KeyboardInterrupt:
-        _interrupted(f"advsim train --config {config} --run-dir {run_dir} --resume"
-                     + (f" --stages {stages}" if stages else ""))
+        _interrupted(["advsim", "train", "--config", str(config), "--run-dir", str(run_dir), "--resume"]
+                     + (["--stages", stages] if stages else []))
     typer.echo(f"run directory: {run.path}")
 
 
@@ -356,7 +359,6 @@ def eval_cmd(
     from advsim.run import RunInUseError
 
     log = _engine_log_to_file(run)  # vLLM's and transformers' lines, as `advsim demo` does
-    typer.echo(f"engine log: {log}")
     try:
         results = evaluate(run, tasks=tasks, seeds=seeds, browser=world != "sim", corpus_attacks=corpus, judge=judge,
                            external=external)
@@ -367,13 +369,19 @@ def eval_cmd(
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2)
     report = write_report(run, results)
-    typer.echo(f"report: {report}")
+    typer.echo(f"report: {report} (engine log: {log})")
     write_json(json_out, results)
 
 
+OUR_PACKAGES = ("advsim", "policies", "judges", "worlds", "forms_bench")
+"""The packages whose warnings stay on the console when library logs go to a file."""
+
+
 def _engine_log_to_file(run_dir: Path) -> Path:
-    """Send every library log line (vLLM, transformers, …) to ``<run_dir>/engine.log`` instead of
-    the console; the console keeps the phase lines and the final tables."""
+    """Send every log line to ``<run_dir>/engine.log`` (vLLM's, transformers', …, at INFO); the
+    console keeps the phase lines, the final tables and our own packages' warnings and errors
+    (:data:`OUR_PACKAGES`: a saved chunk that could not be read, a prompt longer than the model
+    takes), which also go to the file."""
     import logging
     import os
 
@@ -386,6 +394,11 @@ def _engine_log_to_file(run_dir: Path) -> Path:
     for h in list(root.handlers):
         root.removeHandler(h)
     root.addHandler(handler)
+    ours = logging.StreamHandler()  # stderr
+    ours.setLevel(logging.WARNING)
+    ours.addFilter(lambda record: record.name.split(".")[0] in OUR_PACKAGES)
+    ours.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
+    root.addHandler(ours)
     root.setLevel(logging.INFO)
     for name in ("transformers", "peft"):
         logging.getLogger(name).setLevel(logging.WARNING)
@@ -405,7 +418,7 @@ def demo_summary(run_dir: Path, results: dict, minutes: float) -> dict:
     from advsim.run import RunDir
 
     run = RunDir(run_dir)
-    events = run.read("events.jsonl")
+    events = run.read_committed("events.jsonl")  # not the rows of a phase that never committed
     warm = next((e["warmstart"] for e in events if "warmstart" in e), {})
     chk = warm.get("format_check", {})
     s1 = [e for e in events if e.get("stage") == 1]
@@ -490,8 +503,11 @@ def demo_cmd(
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2)
     except KeyboardInterrupt:
-        extra = "" if Path(config).resolve() == (REPO_ROOT / "configs" / "demo.yaml").resolve() else f" --config {config}"
-        _interrupted(f"advsim demo --run-dir {run_dir} --resume{extra}" + (" --full" if full else ""))
+        args = ["advsim", "demo", "--run-dir", str(run_dir), "--resume"]
+        if Path(config).resolve() != (REPO_ROOT / "configs" / "demo.yaml").resolve():
+            args += ["--config", str(config)]
+        args += (["--full"] if full else []) + (["--json", str(json_out)] if json_out else [])
+        _interrupted(args)
 
 
 def _demo(cfg, run_dir: Path, resume: bool, full: bool, json_out: Optional[Path]) -> None:

@@ -45,6 +45,18 @@ def check_run_dir(cfg: TrainConfig, run: RunDir, resume: bool) -> None:
         advsim.run.RunFileError: the run's checkpoint state or saved config cannot be read.
     """
     latest = run.latest()
+    changes = run.config_changes(cfg) if latest else []
+    if changes:  # first: with or without --resume, this config cannot continue the run
+        from advsim.config import RUN_RECORD_DEFAULTS
+
+        predates = run.fields_added_since()  # only those the saved config.yaml does not write
+        added = [f"{s}.{k}: {v!r}" for s, fields in RUN_RECORD_DEFAULTS.items() for k, v in fields.items()
+                 if f"{s}.{k}" in predates and any(c.startswith(f"{s}.{k}:") for c in changes)]
+        hint = (f" ({', '.join(added)} is what this run used: its config.yaml predates the field, so write it "
+                "out in the config you pass)") if added else ""
+        raise RunExistsError(f"{run.path} was started with another config; resume it with its own "
+                             f"({run.path / 'config.yaml'}) or start a new run directory. Changed: "
+                             + "; ".join(changes) + hint)
     if latest and not resume and not remaining_phases(cfg, run):
         raise RunExistsError(f"{run.path} is complete: every phase of its config has a checkpoint (the last: "
                              f"{latest[0]!r}), so nothing is left to train; `advsim eval --run {run.path}` evaluates it "
@@ -56,19 +68,6 @@ def check_run_dir(cfg: TrainConfig, run: RunDir, resume: bool) -> None:
         raise RunExistsError(f"{run.path} holds the logs of a run that stopped before its first checkpoint; pass "
                              "--resume to start it over there (its rows are dropped, its saved rollouts reused) "
                              "or use another run directory")
-    if latest:
-        changes = run.config_changes(cfg)
-        if changes:
-            from advsim.config import RUN_RECORD_DEFAULTS
-
-            predates = run.fields_added_since()  # only those the saved config.yaml does not write
-            added = [f"{s}.{k}: {v!r}" for s, fields in RUN_RECORD_DEFAULTS.items() for k, v in fields.items()
-                     if f"{s}.{k}" in predates and any(c.startswith(f"{s}.{k}:") for c in changes)]
-            hint = (f" ({', '.join(added)} is what this run used: its config.yaml predates the field, so write it "
-                    "out in the config you pass)") if added else ""
-            raise RunExistsError(f"{run.path} was started with another config; resume it with its own "
-                                 f"({run.path / 'config.yaml'}) or start a new run directory. Changed: "
-                                 + "; ".join(changes) + hint)
 
 
 def phases(cfg: TrainConfig) -> list[str]:
@@ -205,10 +204,10 @@ def _train(cfg: TrainConfig, run: RunDir, resume: bool, console: Console, learne
         raise RunExistsError(f"{run.path} completed {last!r}, but this "
                              f"config would now run {', '.join(early)} before it ('stages' changed: a stage cannot be added "
                              "before one the run already trained); start a new run directory")
-    if latest and not todo:  # nothing to train: no engine, no log or config rewritten
+    run.rollback_logs()  # rows of a phase that never committed (a crash after its log, before its checkpoint)
+    if latest and not todo:  # nothing to train: no engine, no config rewritten
         console.log(f"{run.path} is complete: every phase of its config has a checkpoint (the last: {latest[0]!r})")
         return run
-    run.rollback_logs()
     run.write_config(cfg)
     learner = learner or build_learner(cfg, run)
     changed = run.tokenizer_changes(tokenizer_fingerprint(learner.tokenizer))

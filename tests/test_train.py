@@ -737,10 +737,23 @@ def test_a_complete_run_says_so_and_trains_nothing(tmp_path, monkeypatch):
     with pytest.raises(RunExistsError, match=f"is complete: every phase of its config has a checkpoint \\(the last: "
                                              f"'{names[-1]}'\\), so nothing is left to train"):
         check_run_dir(cfg, run, resume=False)
+    # another config is that error, not "complete" (a --resume would fail on it)
+    d = cfg.to_dict()
+    other = config_from_dict({**d, "optim": {**d["optim"], "learning_rate": 0.5}})
+    with pytest.raises(RunExistsError, match="was started with another config.*optim.learning_rate: 0.01 -> 0.5"):
+        check_run_dir(other, run, resume=False)
+    # a stage-2 row logged after the last commit (a crash before its checkpoint): resuming drops it, and the
+    # demo's summary reads committed rows only
+    run.log("events.jsonl", [{"stage": 2, "iteration": 9, "flip_rate": 0.9, "flip_n": 10, "null_flip_rate": 0.0,
+                              "null_flip_n": 10, "seconds": 600.0}])
+    from advsim.cli import demo_summary
+
+    assert demo_summary(run.path, {}, 0.0)["flip_rate"] is None and demo_summary(run.path, {}, 0.0)["run_minutes"] == 0
     saved = (run.path / "config.yaml").read_bytes()
     monkeypatch.setattr(train_mod, "build_learner", lambda *a, **k: pytest.fail("built a learner for a complete run"))
     assert train(cfg, run.path, resume=True).path == run.path
     assert (run.path / "config.yaml").read_bytes() == saved
+    assert run.read("events.jsonl") == []  # rolled back to the last checkpoint's rows
 
 
 def test_resume_never_trains_a_phase_before_one_already_completed(tmp_path, monkeypatch):

@@ -74,6 +74,7 @@ import json
 import os
 import pstats
 import random
+import re
 import statistics
 import subprocess
 import sys
@@ -115,10 +116,11 @@ in the same run as the others; :data:`EARLIER_LABELS` names the ones earlier mea
 DEFAULT_LABELS = ("contract", "contract-eager", "contract-fa3", "contract-triton", "default")
 """What :func:`run` measures when no labels are given (with ``transformers`` for throughput and
 ``gradient`` for consistency); every other label runs only when named."""
-DIAGNOSTICS = ("contract-eager", "contract-fa3")
-"""Batch-invariant configurations known to break the contract (the eager engine from 16
-co-resident requests and at L ≥ 1000, FlashAttention 3 on the needle; H200, 2026-12-02): their
-rows may differ without failing a run."""
+CONTRACT_ATTENTION = (None, "TRITON_ATTN")
+"""The attention backends of the contract (None: the engine's choice in batch-invariant mode,
+Triton attention). The eager engine (from 16 co-resident requests and at L ≥ 1000) and
+FlashAttention 3 (the needle) break it (H200, 2026-12-02): ``contract-eager`` and ``contract-fa3``
+are diagnostics, whose rows may differ without failing a run (:func:`is_contract`)."""
 OVERRIDES = {
     "max_num_batched_tokens": int,
     "cublas_linear": bool,
@@ -130,7 +132,12 @@ OVERRIDES = {
     "enable_prefix_caching": bool,
 }
 """The :class:`policies.engines.VLLMEngine` settings a label may override, and their types
-(``true``/``false`` for bool; ``consistent`` is the choice of base, not an override)."""
+(``true``/``false`` for bool; ``consistent`` is the choice of base, not an override). An int is
+ASCII digits below 2**31; ``attention_backend`` a vLLM backend name (upper-case letters, digits,
+``_``); ``cublas_workspace_config`` what the engine accepts."""
+CONTRACT_ONLY = ("cublas_linear", "cublas_workspace_config")
+"""Overrides the engine applies in batch-invariant mode only: refused on a ``default`` base,
+where the engine would ignore them."""
 EARLIER_LABELS = {
     "contract-cublas": "contract+cublas_linear=true+batched_sampler=false+detokenize=true"
                        "+cublas_workspace_config=vllm+max_num_batched_tokens=8192",
@@ -164,6 +171,9 @@ since 2026-12-05c, ``results/h100-mnbt32k-2026-12-05``); ``contract-ws4096`` kee
 BENCH_MAX_MODEL_LEN = 4096  # tokens: every vLLM engine of the bench
 
 
+_BACKEND_NAME = re.compile(r"[A-Z][A-Z0-9_]*")
+
+
 def _override_value(label: str, key: str, text: str):
     """One ``key=value`` of a label, parsed and checked; ValueError naming the label."""
     kind = OVERRIDES[key]
@@ -172,11 +182,14 @@ def _override_value(label: str, key: str, text: str):
             raise ValueError(f"{label!r}: {key} must be true or false; got {text!r}")
         return text.lower() == "true"
     if kind is int:
-        if not text.isdigit():
-            raise ValueError(f"{label!r}: {key} must be a positive integer; got {text!r}")
+        if not (text.isascii() and text.isdigit()) or int(text) >= 2**31:
+            raise ValueError(f"{label!r}: {key} must be a positive integer below 2**31; got {text!r}")
         return int(text)
     if not text:
         raise ValueError(f"{label!r}: {key} needs a value")
+    if key == "attention_backend" and not _BACKEND_NAME.fullmatch(text):
+        raise ValueError(f"{label!r}: attention_backend must be a vLLM backend name such as TRITON_ATTN or "
+                         f"FLASH_ATTN; got {text!r}")
     return text
 
 
@@ -214,6 +227,9 @@ def engine_settings(label: str) -> dict:
                 raise ValueError(f"{label!r}: {key} given twice")
             seen.add(key)
         out[key] = _override_value(label, key, text)
+        if key in CONTRACT_ONLY and not out["consistent"]:
+            raise ValueError(f"{label!r}: {key} applies in batch-invariant mode only; the engine ignores it on "
+                             f"{base!r}")
     try:
         if "cublas_workspace_config" in out:
             workspace_value(out["cublas_workspace_config"])
@@ -233,12 +249,21 @@ def base_label(label: str) -> str | None:
 
 
 def is_contract(label: str) -> bool:
-    """Whether a label is a configuration that must keep the contract — a batch-invariant base other
-    than :data:`DIAGNOSTICS`, with any overrides: each of its consistency rows must be
-    bit-identical (:func:`failures`), and its throughput is reported as a ratio to vLLM's default
-    and to transformers."""
-    base = base_label(label)
-    return base is not None and CONFIGS[base]["consistent"] and base not in DIAGNOSTICS
+    """Whether a label names an engine that must keep the contract, judged from its resolved
+    settings (:func:`engine_settings`), however the label is written: batch-invariant, CUDA
+    graphs on and a contract attention backend (:data:`CONTRACT_ATTENTION`) — so
+    ``contract+cuda_graphs=false`` is a diagnostic like ``contract-eager``, and
+    ``contract-eager+cuda_graphs=true`` is the contract. Each consistency row of such an engine must
+    be bit-identical (:func:`failures`), and its throughput is reported as a ratio to vLLM's
+    default and to transformers. False for any other label (``transformers``, ``gradient``, one
+    that does not resolve)."""
+    if base_label(label) is None:
+        return False
+    try:
+        s = engine_settings(label)
+    except ValueError:
+        return False
+    return bool(s["consistent"] and s.get("cuda_graphs", True) and s.get("attention_backend") in CONTRACT_ATTENTION)
 
 
 TRANSFORMERS_LABELS = ("transformers", "transformers-base", "transformers-dynamic")

@@ -36,7 +36,7 @@ OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 case "$1" in
   bench)
     [ -n "$2" ] || { echo "usage: [REPEATS=N] measure.sh bench contract,default,… [timeout_s] [per_config_s] [backbone] [parts] [executor_dir]"; exit 2; }
-    tag=${2%%,*}; tag=${tag//[+=:]/-}
+    tag=${2%%,*}; tag=${tag//[^A-Za-z0-9_.-]/-}
     timeout "${3:-540}" python3 -m advsim.bench.cuda "$OUT/bench-$tag.json" "$2" "${4:-300}" "${5:-smollm2-135m-instruct}" \
       "${6:-consistency,throughput}" "${7:-}" ${REPEATS:+"$REPEATS"} 2>&1 | tee "$OUT/bench-$tag.log" | { grep -v "^INFO\|^(EngineCore\|^DEBUG" || true; }
     rc=$?  # the bench's own status (pipefail): 1 when a configuration failed or a contract row differs, 2 bad input
