@@ -1171,3 +1171,18 @@ def test_ctrl_c_says_how_to_resume(command, tmp_path, monkeypatch):
     want = (f"advsim train --config {DEMO} --run-dir '{run}' --resume --stages 1" if command == "train"
             else f"advsim demo --run-dir '{run}' --resume --json {out}")
     assert res.exit_code == 130 and res.output.strip() == f"interrupted; continue the run with: {want}"
+
+
+def test_help_shows_flags_without_a_value_placeholder():
+    """`--resume` takes no value: the help must not print one after it (typer 0.29 did)."""
+    from typer.testing import CliRunner
+
+    from advsim.cli import app
+
+    res = CliRunner().invoke(app, ["train", "--help"], env={"COLUMNS": "120", "TERM": "dumb"})
+    assert res.exit_code == 0, res.output
+    resume = [line for line in res.output.splitlines() if "--resume" in line]
+    assert resume, res.output
+    assert "<bool>" not in resume[0] and "BOOLEAN" not in resume[0], resume[0]
+    config = [line for line in res.output.splitlines() if "--config" in line][0]
+    assert "path" in config.lower(), config  # options that take a value still show one
