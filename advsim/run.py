@@ -53,6 +53,7 @@ import yaml
 
 from advsim.config import RUN_RECORD_DEFAULTS, TrainConfig, dump_config
 from forms_bench.atomic import append_jsonl, atomic_write_bytes, atomic_write_json, atomic_write_text
+from forms_bench.unique_keys import check_json_depth
 from policies.adapters import ROLES
 
 LOGS = ("events.jsonl", "proposals.jsonl", "trajectories.jsonl")
@@ -309,6 +310,7 @@ class RunDir:
                 continue
             text = line.decode("utf-8", errors="replace")
             try:
+                check_json_depth(text)
                 row = json.loads(text)
                 if not isinstance(row, dict):
                     raise json.JSONDecodeError(f"a JSON {type(row).__name__}, not an object", text, 0)
@@ -316,8 +318,6 @@ class RunDir:
                 raise RunFileError(f"{p}, line {i}: not a JSON row ({exc.msg}); a crash can only leave a torn "
                                    "last line without its newline, so this file was changed by hand or copied "
                                    "in part") from None
-            except RecursionError:
-                raise RunFileError(f"{p}, line {i}: not a JSON row (nested too deep)") from None
             rows.append(row)
             ends.append(start)
         return data, ends, rows

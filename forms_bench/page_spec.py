@@ -37,7 +37,7 @@ from typing import Any, Literal, Mapping, Optional, Union
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictStr, ValidationError, field_validator, model_validator
 
-from forms_bench.unique_keys import DuplicateKeyError, unique_key_loader, unique_object
+from forms_bench.unique_keys import DuplicateKeyError, loads, unique_key_loader
 
 Value = Union[bool, str]
 PageFieldKind = Literal["text", "select", "radiogroup", "checkbox", "radio"]
@@ -197,13 +197,11 @@ def load_spec(path: str | Path) -> PageSpec:
             raise PageSpecError(f"{path}: YAML nested too deeply") from None
     elif suffix == ".json":
         try:
-            data = json.loads(text, object_pairs_hook=unique_object)
+            data = loads(text)
         except json.JSONDecodeError as e:
             raise PageSpecError(f"{path}: not valid JSON: {e.msg} (line {e.lineno}, column {e.colno})") from None
         except DuplicateKeyError as e:
             raise PageSpecError(f"{path}: {e}") from None
-        except RecursionError:
-            raise PageSpecError(f"{path}: JSON nested too deeply") from None
     else:
         raise PageSpecError(f"{path}: a spec file ends in .json, .yaml or .yml")
     return spec_from_dict(data, str(path))

@@ -1,4 +1,4 @@
-"""JSON objects and YAML mappings that refuse a key written twice.
+"""JSON objects and YAML mappings that refuse a key written twice; JSON nested past a fixed depth.
 
 ``json.loads`` and PyYAML's ``SafeLoader`` keep the last of two equal keys silently: a user who
 writes ``lr:`` twice in a config, or a model that writes ``"seed"`` twice in a proposal, gets one
@@ -6,12 +6,26 @@ of them without a word. Every reader of such input in the project uses these two
 (``advsim.config``), page specs (``forms_bench.page_spec``), a user's ledger cases
 (``worlds.ledger.own``), role outputs (``policies.roles``) and reactive adversaries' replies
 (``advsim.envs.adversaries``). ``yaml`` is imported on first use only.
+
+The same readers bound JSON's nesting before decoding (:func:`check_json_depth`): ``json``'s C
+decoder recurses once per bracket and stops only at the interpreter's recursion limit, which any
+imported library may raise (``torch._inductor`` does) — so "too deep" would depend on what was
+imported before, and a limit raised far enough lets a few hundred thousand brackets overflow the C
+stack. A fixed limit gives one error, at one position, in linear time.
 """
 
 from __future__ import annotations
 
 import functools
+import json
+import re
 from typing import Any
+
+MAX_JSON_DEPTH = 200
+"""Deepest JSON nesting (arrays and objects) any reader accepts; ours nest 5 levels at most."""
+
+# a JSON string (closed or running to the end of the text) or one bracket: strings are skipped whole
+_JSON_TOKEN = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"?|[\[\]{}]', re.DOTALL)
 
 
 class DuplicateKeyError(ValueError):
@@ -21,6 +35,47 @@ class DuplicateKeyError(ValueError):
     def __init__(self, key: Any):
         super().__init__(f"duplicate key {key!r}")
         self.key = key
+
+
+class JsonDepthError(json.JSONDecodeError):
+    """JSON nested deeper than :data:`MAX_JSON_DEPTH`: a ``json.JSONDecodeError`` (so each reader's
+    own handler words it) whose ``pos`` is the first bracket past the limit."""
+
+
+def check_json_depth(text: str, start: int = 0, limit: int = MAX_JSON_DEPTH) -> None:
+    """Check that the JSON value beginning at ``text[start:]`` (after whitespace) nests at most
+    ``limit`` arrays/objects deep. Brackets inside strings do not count; the scan ends where that
+    value's brackets close, so text after it is not looked at; nothing is checked when the value is
+    not an array or object. Linear in the length scanned; it does not validate the JSON.
+
+    Raises:
+        JsonDepthError: msg ``"nested deeper than {limit} levels"``, at the offending bracket.
+    """
+    m = re.compile(r"\s*").match(text, start)
+    if m.end() >= len(text) or text[m.end()] not in "[{":
+        return
+    depth = 0
+    for tok in _JSON_TOKEN.finditer(text, m.end()):
+        c = text[tok.start()]
+        if c in "[{":
+            depth += 1
+            if depth > limit:
+                raise JsonDepthError(f"nested deeper than {limit} levels", text, tok.start())
+        elif c in "]}":
+            depth -= 1
+            if depth == 0:
+                return
+
+
+def loads(text: str) -> Any:
+    """``json.loads(text)`` with :func:`unique_object` and :func:`check_json_depth`.
+
+    Raises:
+        json.JSONDecodeError: invalid JSON, :class:`JsonDepthError` included.
+        DuplicateKeyError: an object names a key twice.
+    """
+    check_json_depth(text)
+    return json.loads(text, object_pairs_hook=unique_object)
 
 
 def unique_object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:

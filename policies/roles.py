@@ -31,7 +31,7 @@ from forms_bench.difficulty import TOP_LEVEL
 from forms_bench.injection import Injection
 from forms_bench.proposal import DOMAIN_NAMES, TaskProposal
 from forms_bench.schema import STRATA
-from forms_bench.unique_keys import DuplicateKeyError, unique_object
+from forms_bench.unique_keys import DuplicateKeyError, check_json_depth, unique_object
 
 
 class RoleParseError(ValueError):
@@ -154,20 +154,19 @@ def first_json_object(text: str, role: str) -> dict[str, Any]:
     """The first JSON object in ``text`` (text around it, e.g. a code fence, is ignored).
 
     Raises:
-        RoleParseError: no object, invalid JSON (a duplicate key or nesting past the decoder's
-            recursion limit included), or not an object.
+        RoleParseError: no object, invalid JSON (a duplicate key or nesting deeper than
+            ``forms_bench.unique_keys.MAX_JSON_DEPTH`` included), or not an object.
     """
     start = text.find("{")
     if start < 0:
         raise RoleParseError(f"{role}: no JSON object in the output")
     try:
+        check_json_depth(text[start:])
         obj, _ = json.JSONDecoder(object_pairs_hook=unique_object).raw_decode(text[start:])
     except DuplicateKeyError as exc:
         raise RoleParseError(f"{role}: {exc} in one JSON object") from None
     except json.JSONDecodeError as exc:
         raise RoleParseError(f"{role}: invalid JSON ({exc.msg} at character {exc.pos})") from None
-    except RecursionError:  # ~1,000 nested brackets: json's C decoder gives up with this
-        raise RoleParseError(f"{role}: JSON nested too deeply") from None
     if not isinstance(obj, dict):
         raise RoleParseError(f"{role}: expected a JSON object")
     return obj

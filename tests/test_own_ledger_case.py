@@ -331,6 +331,13 @@ def test_bad_json_files_and_the_command_exit_code(tmp_path):
     dup.write_text('{"tools": {}, "tools": {}}')
     with pytest.raises(SuiteValidationError, match="^dup.json: duplicate key 'tools' in one JSON object$"):
         load_cases(dup)
+    deep = tmp_path / "deep.json"
+    deep.write_text('{"tools":\n ' + "[" * 100_000)
+    with pytest.raises(SuiteValidationError, match=r"^deep.json: not valid JSON: nested deeper than 200 levels \(line 2, column 201\)$"):
+        load_cases(deep)
+    deep.write_text("[" * 100_000)
+    with pytest.raises(SuiteValidationError, match=r"^deep.json: not a valid JSON array of calls: nested deeper than 200 levels \(line 1, column 201\)$"):
+        read_actions(deep)
     res = CliRunner().invoke(app, ["ledger", "check", "--cases", str(bad)])
     assert res.exit_code == 2 and "error: bad.json: not valid JSON" in res.output
     res = CliRunner().invoke(app, ["ledger", "check", "--cases", str(CASES), "--actions", str(ACTIONS / "vet-wrong.txt")])

@@ -213,7 +213,7 @@ def test_wrapper_without_adversary_only_records():
     ('{"instruction": "x", "target_action": 46}', None, "malformed: 'target_action' must be a string or null"),
     ('{"instruction": "x", "target_action": "rm -rf /"}', None, None),
     ('{"instruction": "x", "instruction": "y"}', None, "malformed JSON: duplicate key 'instruction'"),
-    pytest.param('{"instruction": ' + "[" * 3000 + "]" * 3000 + "}", None, "malformed JSON: nested too deeply",
+    pytest.param('{"instruction": ' + "[" * 3000 + "]" * 3000 + "}", None, "malformed JSON: nested deeper than 200 levels at char 215",
                  id="3000-brackets"),
     pytest.param('{"instruction": "x", "target_action": "click(' + "-" * 330 + '1)"}', None, None, id="deep-target"),
 ])

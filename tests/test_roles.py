@@ -48,7 +48,8 @@ def test_executor_ok():
     ('{"stratum": "derived_values", "domain": "shipping", "seed": 1.0}', "curriculum: seed: Input should be a valid integer"),
     ('{"stratum": "derived_values", "domain": "shipping", "seed": 1, "extras": "off"}', "curriculum: extras: Input should be a valid boolean"),
     ('{"stratum": "derived_values", "domain": "shipping", "seed": 1, "seed": 2}', "curriculum: duplicate key 'seed' in one JSON object"),
-    pytest.param('{"stratum": ' + "[" * 1000, "curriculum: JSON nested too deeply", id="1000-brackets"),
+    pytest.param('{"stratum": ' + "[" * 1000, "curriculum: invalid JSON (nested deeper than 200 levels at character 211)",
+                 id="1000-brackets"),
 ])
 def test_curriculum_errors(text, message):
     with pytest.raises(RoleParseError) as exc:

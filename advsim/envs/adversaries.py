@@ -21,7 +21,7 @@ from pydantic import ValidationError
 
 from forms_bench.injection import Injection
 from forms_bench.schema import Task
-from forms_bench.unique_keys import DuplicateKeyError, unique_object
+from forms_bench.unique_keys import DuplicateKeyError, loads
 
 MAX_QUERIES = 11
 """Queries per episode (AdvSim2Real)."""
@@ -124,13 +124,11 @@ def parse_adversary_reply(text: str) -> tuple[Injection | None, str]:
     if not s.startswith("{"):
         return None, "malformed: neither WAIT nor a JSON object"
     try:
-        obj = json.loads(s, object_pairs_hook=unique_object)
+        obj = loads(s)
     except json.JSONDecodeError as exc:
         return None, f"malformed JSON: {exc.msg} at char {exc.pos}"
     except DuplicateKeyError as exc:
         return None, f"malformed JSON: {exc}"
-    except RecursionError:  # ~1,000 nested brackets: json's C decoder gives up with this
-        return None, "malformed JSON: nested too deeply"
     if not isinstance(obj, dict):
         return None, "malformed: not a JSON object"
     extra = sorted(set(obj) - _KEYS)

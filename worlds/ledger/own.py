@@ -31,7 +31,7 @@ import json
 from pathlib import Path
 from typing import Any, Sequence, Union
 
-from forms_bench.unique_keys import DuplicateKeyError, unique_object
+from forms_bench.unique_keys import DuplicateKeyError, check_json_depth, loads
 
 from .evaluator import evaluate
 from .schema import Case, Suite
@@ -81,14 +81,12 @@ def load_cases(path: Union[str, Path]) -> Suite:
     path = Path(path)
     text = _read_text(path, "case file")
     try:
-        data = json.loads(text, object_pairs_hook=unique_object)
+        data = loads(text)
     except json.JSONDecodeError as exc:
         raise SuiteValidationError(f"{path.name}: not valid JSON: {exc.msg} (line {exc.lineno}, "
                                    f"column {exc.colno})") from None
     except DuplicateKeyError as exc:
         raise SuiteValidationError(f"{path.name}: {exc} in one JSON object") from None
-    except RecursionError:
-        raise SuiteValidationError(f"{path.name}: JSON nested too deeply") from None
     return load_cases_dict(data, source=path.name)
 
 
@@ -217,10 +215,10 @@ def read_actions(path: Union[str, Path]) -> list[str]:
     text = _read_text(path, "actions file")
     if text.lstrip().startswith("["):
         try:
+            check_json_depth(text)
             calls = json.loads(text)
-        except (json.JSONDecodeError, RecursionError) as exc:
-            why = f"{exc.msg} (line {exc.lineno}, column {exc.colno})" if isinstance(exc, json.JSONDecodeError) \
-                else "nested too deeply"
+        except json.JSONDecodeError as exc:
+            why = f"{exc.msg} (line {exc.lineno}, column {exc.colno})"
             raise SuiteValidationError(f"{path.name}: not a valid JSON array of calls: {why}") from None
         bad = next((i for i, c in enumerate(calls) if not isinstance(c, str)), None) if isinstance(calls, list) else 0
         if bad is not None:
