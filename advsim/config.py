@@ -625,8 +625,6 @@ def load_config(path: str | Path, *, run_record: bool = False) -> TrainConfig:
         raise ConfigError(f"{path}: {detail}") from None
     except UnicodeDecodeError as exc:
         raise ConfigError(f"{path}: not UTF-8 text (byte {exc.start}: {exc.reason})") from None
-    except RecursionError:
-        raise ConfigError(f"{path}: YAML nested too deeply") from None
     if isinstance(data, dict):
         _check_moved(data)
         import dataclasses

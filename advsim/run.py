@@ -53,7 +53,7 @@ import yaml
 
 from advsim.config import RUN_RECORD_DEFAULTS, TrainConfig, dump_config
 from forms_bench.atomic import append_jsonl, atomic_write_bytes, atomic_write_json, atomic_write_text
-from forms_bench.unique_keys import check_json_depth
+from forms_bench.unique_keys import check_json_depth, unique_key_loader
 from policies.adapters import ROLES
 
 LOGS = ("events.jsonl", "proposals.jsonl", "trajectories.jsonl")
@@ -213,7 +213,7 @@ class RunDir:
         if not p.exists():
             return []
         try:
-            data = yaml.safe_load(p.read_text(encoding="utf-8")) or {}
+            data = yaml.load(p.read_text(encoding="utf-8"), Loader=unique_key_loader()) or {}  # noqa: S506 - a SafeLoader subclass
         except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
             raise RunFileError(f"{p}: the run's saved config cannot be read: {exc}") from None
         if not isinstance(data, dict):

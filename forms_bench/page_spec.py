@@ -193,8 +193,6 @@ def load_spec(path: str | Path) -> PageSpec:
             data = yaml.load(text, Loader=unique_key_loader())  # noqa: S506 - a SafeLoader subclass
         except yaml.YAMLError as e:
             raise PageSpecError(f"{path}: not valid YAML: {_yaml_problem(e)}") from None
-        except RecursionError:
-            raise PageSpecError(f"{path}: YAML nested too deeply") from None
     elif suffix == ".json":
         try:
             data = loads(text)

@@ -7,11 +7,13 @@ of them without a word. Every reader of such input in the project uses these two
 (``worlds.ledger.own``), role outputs (``policies.roles``) and reactive adversaries' replies
 (``advsim.envs.adversaries``). ``yaml`` is imported on first use only.
 
-The same readers bound JSON's nesting before decoding (:func:`check_json_depth`): ``json``'s C
-decoder recurses once per bracket and stops only at the interpreter's recursion limit, which any
-imported library may raise (``torch._inductor`` does) — so "too deep" would depend on what was
-imported before, and a limit raised far enough lets a few hundred thousand brackets overflow the C
-stack. A fixed limit gives one error, at one position, in linear time.
+The same readers bound nesting at :data:`MAX_JSON_DEPTH` arrays/objects (sequences/mappings):
+JSON before decoding (:func:`check_json_depth`), YAML while composing (:func:`unique_key_loader`).
+``json``'s C decoder and PyYAML's composer recurse once per level and stopped only at the
+interpreter's recursion limit, which any imported library may raise (``torch._inductor`` sets
+2,000): "too deep" then depended on what was imported before, and with a limit raised far enough a
+100,000-bracket YAML file took minutes and JSON could overflow the C stack. A fixed limit gives one
+error, at one position, in linear time.
 """
 
 from __future__ import annotations
@@ -22,7 +24,8 @@ import re
 from typing import Any
 
 MAX_JSON_DEPTH = 200
-"""Deepest JSON nesting (arrays and objects) any reader accepts; ours nest 5 levels at most."""
+"""Deepest nesting of arrays/objects (JSON) or sequences/mappings (YAML) any reader accepts; our
+files and model outputs nest 5 levels at most."""
 
 # a JSON string (closed or running to the end of the text) or one bracket: strings are skipped whole
 _JSON_TOKEN = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"?|[\[\]{}]', re.DOTALL)
@@ -96,7 +99,9 @@ def unique_object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
 def unique_key_loader() -> type:
     """A ``yaml.SafeLoader`` subclass for ``yaml.load(text, Loader=unique_key_loader())``.
 
-    Its mapping constructor raises ``yaml.constructor.ConstructorError`` (a ``yaml.YAMLError``,
+    It refuses nesting deeper than :data:`MAX_JSON_DEPTH` sequences/mappings while composing:
+    ``yaml.composer.ComposerError`` (a ``yaml.YAMLError``), problem ``"nested deeper than 200
+    levels"``, marked at the collection that goes past it. Its mapping constructor raises ``yaml.constructor.ConstructorError`` (a ``yaml.YAMLError``,
     with the key's line and column in ``problem_mark``) for a duplicate key — problem
     ``"duplicate key 'lr'"`` — and for an unhashable key (``? [a, b]``): the check runs before
     PyYAML's own mapping constructor, so it gives that constructor's error, problem ``"found
@@ -105,7 +110,19 @@ def unique_key_loader() -> type:
     import yaml
 
     class UniqueKeyLoader(yaml.SafeLoader):
-        pass
+        _depth = 0
+
+        def compose_node(self, parent: Any, index: Any) -> Any:
+            nested = self.check_event(yaml.SequenceStartEvent, yaml.MappingStartEvent)
+            if nested:
+                self._depth += 1
+                if self._depth > MAX_JSON_DEPTH:
+                    raise yaml.composer.ComposerError(None, None, f"nested deeper than {MAX_JSON_DEPTH} levels",
+                                                      self.peek_event().start_mark)
+            try:
+                return super().compose_node(parent, index)
+            finally:
+                self._depth -= nested
 
     def mapping(loader: Any, node: Any, deep: bool = False) -> dict:
         seen: set = set()

@@ -124,7 +124,7 @@ def test_every_part_may_be_empty_or_absent():
     ("s.yaml", "goal: [x\n", "not valid YAML: while parsing a flow sequence: expected ',' or ']', but got '<stream end>' (line 2, column 1)"),
     ("s.txt", "{}", "a spec file ends in .json, .yaml or .yml"),
     ("s.json", "[" * 100_000 + "]" * 100_000, "not valid JSON: nested deeper than 200 levels (line 1, column 201)"),
-    ("s.yaml", "a: " + "[" * 100_000 + "]" * 100_000, "YAML nested too deeply"),
+    ("s.yaml", "a: " + "[" * 100_000 + "]" * 100_000, "not valid YAML: nested deeper than 200 levels (line 1, column 203)"),
 ])
 def test_malformed_spec_is_a_clear_error(tmp_path, name, text, message):
     path = tmp_path / name
