@@ -54,6 +54,7 @@ from advsim.report import checkpoint_order
 from advsim.rollout import EpisodeSpec, run_episodes
 from advsim.terminal import make_console
 from forms_bench.atomic import atomic_write_json
+from forms_bench.unique_keys import loads
 
 POOL_SEED = 1_000_000
 """Seed of the per-level evaluation pools (:meth:`eval_pool` of the suite): web tasks take seeds
@@ -252,7 +253,7 @@ def up_to_date_eval(run_dir: str | Path, settings: dict[str, Any]) -> dict | Non
 
     run = RunDir(run_dir)
     try:
-        results = json.loads((run.path / "eval.json").read_text(encoding="utf-8"))
+        results = loads((run.path / "eval.json").read_text(encoding="utf-8"))
         done = run.completed()
     except (OSError, UnicodeDecodeError, ValueError, RunFileError):
         return None

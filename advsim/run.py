@@ -53,7 +53,7 @@ import yaml
 
 from advsim.config import RUN_RECORD_DEFAULTS, TrainConfig, dump_config
 from forms_bench.atomic import append_jsonl, atomic_write_bytes, atomic_write_json, atomic_write_text
-from forms_bench.unique_keys import check_json_depth, unique_key_loader
+from forms_bench.unique_keys import DuplicateKeyError, loads, unique_key_loader
 from policies.adapters import ROLES
 
 LOGS = ("events.jsonl", "proposals.jsonl", "trajectories.jsonl")
@@ -178,7 +178,7 @@ class RunDir:
             atomic_write_text(p, json.dumps(fingerprint, indent=1, sort_keys=True) + "\n")
             return []
         try:
-            old = json.loads(p.read_text(encoding="utf-8"))
+            old = loads(p.read_text(encoding="utf-8"))
             if not isinstance(old, dict):
                 raise ValueError("not a mapping")
         except (OSError, UnicodeDecodeError, ValueError) as exc:
@@ -310,12 +310,11 @@ class RunDir:
                 continue
             text = line.decode("utf-8", errors="replace")
             try:
-                check_json_depth(text)
-                row = json.loads(text)
+                row = loads(text)
                 if not isinstance(row, dict):
                     raise json.JSONDecodeError(f"a JSON {type(row).__name__}, not an object", text, 0)
-            except json.JSONDecodeError as exc:
-                raise RunFileError(f"{p}, line {i}: not a JSON row ({exc.msg}); a crash can only leave a torn "
+            except (json.JSONDecodeError, DuplicateKeyError) as exc:
+                raise RunFileError(f"{p}, line {i}: not a JSON row ({getattr(exc, 'msg', exc)}); a crash can only leave a torn "
                                    "last line without its newline, so this file was changed by hand or copied "
                                    "in part") from None
             rows.append(row)
@@ -394,8 +393,8 @@ class RunDir:
         """
         sp = self.checkpoint_dir(name) / "state.json"
         try:
-            state = json.loads(sp.read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+            state = loads(sp.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, ValueError) as exc:  # JSONDecodeError, DuplicateKeyError
             raise RunFileError(f"{sp}: checkpoint {name!r}" + (f" (named in {named_in})" if named_in else "")
                                + f" cannot be read: {exc}") from None
         lengths = state.get("log_lengths") if isinstance(state, dict) else None
@@ -432,7 +431,7 @@ class RunDir:
             if (sp.parent / COMMITTED).is_file():
                 marked.append(sp.parent.name)
             try:
-                done = json.loads(sp.read_text(encoding="utf-8")).get("completed")
+                done = loads(sp.read_text(encoding="utf-8")).get("completed")
                 lists[sp.parent.name] = json.dumps(done if isinstance(done, list) else [])
             except (OSError, UnicodeDecodeError, ValueError, AttributeError):
                 lists.setdefault(sp.parent.name, "[]")

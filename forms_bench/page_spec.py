@@ -31,6 +31,7 @@ spec is :func:`judges.strict.check_page`.
 from __future__ import annotations
 
 import json
+import reprlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Mapping, Optional, Union
@@ -155,10 +156,16 @@ def spec_from_dict(data: Any, source: str = "spec") -> PageSpec:
                 msg = ("unknown key; a spec has goal, targets, final_control, protected, forbidden")
             elif err["type"] in ("string_type", "bool_type") and loc[:1] == ("targets",):
                 msg = (f"target values are strings (\"42.50\") or true/false; got "
-                       f"{err.get('input')!r}")
+                       f"{_SHORT.repr(err.get('input'))}")
             problems.append(f"{_fmt_loc(loc)}: {msg}" if loc else msg)
         problems = list(dict.fromkeys(problems))
         raise PageSpecError(f"{source}: " + "; ".join(problems)) from None
+
+
+_SHORT = reprlib.Repr()  # Python 3.11's Repr takes no keyword arguments
+"""A value quoted in an error: bounded in length and time however large or deep."""
+_SHORT.maxlevel, _SHORT.maxlist, _SHORT.maxtuple, _SHORT.maxdict, _SHORT.maxset = 3, 4, 4, 4, 4
+_SHORT.maxstring = _SHORT.maxother = 60
 
 
 def _yaml_problem(e: Exception) -> str:

@@ -41,7 +41,7 @@ from urllib.parse import parse_qs, quote, unquote, urlsplit
 
 from forms_bench.html import render_html
 from forms_bench.schema import Task
-from forms_bench.unique_keys import check_json_depth
+from forms_bench.unique_keys import loads
 
 log = logging.getLogger(__name__)
 
@@ -433,10 +433,8 @@ class _Handler(BaseHTTPRequestHandler):
             task = self._task(self._one(q, "task"))
             session = self._one(q, "session")
             try:
-                text = body.decode("utf-8")
-                check_json_depth(text)
-                ev = json.loads(text)
-            except (UnicodeDecodeError, json.JSONDecodeError) as e:
+                ev = loads(body.decode("utf-8"))
+            except (UnicodeDecodeError, ValueError) as e:  # JSONDecodeError (too deep included), DuplicateKeyError
                 raise _HTTPError(400, f"body is not valid JSON: {e.__class__.__name__}") from None
             ev = _validate_event(task, ev)
             self.server_app.record_event(task.id, session, ev)

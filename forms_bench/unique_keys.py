@@ -28,6 +28,7 @@ MAX_JSON_DEPTH = 200
 files and model outputs nest 5 levels at most."""
 
 # a JSON string (closed or running to the end of the text) or one bracket: strings are skipped whole
+_JSON_SPACE = re.compile(r"[ \t\n\r]*")  # JSON's whitespace, not Python's (no NBSP, no U+2028)
 _JSON_TOKEN = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"?|[\[\]{}]', re.DOTALL)
 
 
@@ -54,7 +55,7 @@ def check_json_depth(text: str, start: int = 0, limit: int = MAX_JSON_DEPTH) -> 
     Raises:
         JsonDepthError: msg ``"nested deeper than {limit} levels"``, at the offending bracket.
     """
-    m = re.compile(r"\s*").match(text, start)
+    m = _JSON_SPACE.match(text, start)
     if m.end() >= len(text) or text[m.end()] not in "[{":
         return
     depth = 0
@@ -101,7 +102,12 @@ def unique_key_loader() -> type:
 
     It refuses nesting deeper than :data:`MAX_JSON_DEPTH` sequences/mappings while composing:
     ``yaml.composer.ComposerError`` (a ``yaml.YAMLError``), problem ``"nested deeper than 200
-    levels"``, marked at the collection that goes past it. Its mapping constructor raises ``yaml.constructor.ConstructorError`` (a ``yaml.YAMLError``,
+    levels"``, marked at the collection that goes past it; and aliases (``*name``): each would
+    add its anchor's depth again and share its size (a 400-byte file of nested aliases stands for
+    gigabytes once printed), so problem ``"aliases (*name) are not supported: write the value
+    out"``. Merge keys (``<<``) are refused too (``ConstructorError``, ``"merge keys (<<) are not
+    supported: write the keys out"``; PyYAML's merge is exponential in nested merges). Its mapping
+    constructor raises ``yaml.constructor.ConstructorError`` (a ``yaml.YAMLError``,
     with the key's line and column in ``problem_mark``) for a duplicate key — problem
     ``"duplicate key 'lr'"`` — and for an unhashable key (``? [a, b]``): the check runs before
     PyYAML's own mapping constructor, so it gives that constructor's error, problem ``"found
@@ -113,6 +119,9 @@ def unique_key_loader() -> type:
         _depth = 0
 
         def compose_node(self, parent: Any, index: Any) -> Any:
+            if self.check_event(yaml.AliasEvent):
+                raise yaml.composer.ComposerError(None, None, "aliases (*name) are not supported: write the value out",
+                                                  self.peek_event().start_mark)
             nested = self.check_event(yaml.SequenceStartEvent, yaml.MappingStartEvent)
             if nested:
                 self._depth += 1
@@ -127,6 +136,9 @@ def unique_key_loader() -> type:
     def mapping(loader: Any, node: Any, deep: bool = False) -> dict:
         seen: set = set()
         for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":
+                raise yaml.constructor.ConstructorError(None, None, "merge keys (<<) are not supported: write the keys out",
+                                                        key_node.start_mark)
             key = loader.construct_object(key_node, deep=deep)
             try:
                 duplicate = key in seen

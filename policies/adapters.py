@@ -21,6 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator, Sequence
 
+from forms_bench.unique_keys import loads
+
 ROLES: tuple[str, ...] = ("executor", "curriculum", "adversary")
 """The three role adapters, in this order on the PeftModel."""
 
@@ -216,7 +218,7 @@ def load_adapter(model, ref: "AdapterRef | str", root: str | os.PathLike, verify
     if not weights.is_file():
         raise FileNotFoundError(f"adapter {ref} not found: {weights} does not exist")
     if verify:
-        man = json.loads((folder / "advsim-manifest.json").read_text())
+        man = loads((folder / "advsim-manifest.json").read_text())
         for name, digest in man["files"].items():
             if sha256_file(folder / name) != digest:
                 raise ValueError(f"adapter {ref}: {name} does not match its manifest SHA-256")

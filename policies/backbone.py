@@ -34,6 +34,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from forms_bench.unique_keys import loads
+
 DEFAULT_BACKBONE = "smollm2-135m-instruct"
 """Name of the embedded default backbone accepted by :func:`resolve_backbone`."""
 
@@ -101,8 +103,10 @@ def verify_checkpoint(folder: str | os.PathLike) -> bool:
     """True iff ``folder`` holds a manifest of the current format and every listed file matches its SHA-256."""
     folder = Path(folder)
     try:
-        man = json.loads((folder / MANIFEST).read_text())
+        man = loads((folder / MANIFEST).read_text())
     except (OSError, ValueError):
+        return False
+    if not isinstance(man, dict) or not isinstance(man.get("files"), dict):
         return False
     if man.get("format") != CHECKPOINT_FORMAT or not man.get("files"):
         return False

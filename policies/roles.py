@@ -166,7 +166,7 @@ def first_json_object(text: str, role: str) -> dict[str, Any]:
     except DuplicateKeyError as exc:
         raise RoleParseError(f"{role}: {exc} in one JSON object") from None
     except json.JSONDecodeError as exc:
-        raise RoleParseError(f"{role}: invalid JSON ({exc.msg} at character {exc.pos})") from None
+        raise RoleParseError(f"{role}: invalid JSON at character {start + exc.pos} of the output: {exc.msg.removesuffix(' starting at')}") from None
     if not isinstance(obj, dict):
         raise RoleParseError(f"{role}: expected a JSON object")
     return obj

@@ -45,4 +45,58 @@ def test_a_raised_recursion_limit_changes_nothing():
             messages.append(str(exc.value))
     finally:
         sys.setrecursionlimit(old)
-    assert messages == ["curriculum: invalid JSON (nested deeper than 200 levels at character 211)"] * 2
+    assert messages == ["curriculum: invalid JSON at character 211 of the output: nested deeper than 200 levels"] * 2
+
+
+def test_positions_count_from_the_models_output_and_json_whitespace_only():
+    with pytest.raises(RoleParseError) as exc:
+        parse_curriculum('Sure! Here is the spec:\n{"a": 1,}')
+    assert str(exc.value) == "curriculum: invalid JSON at character 32 of the output: Expecting property name enclosed in double quotes"
+    with pytest.raises(RoleParseError) as exc:
+        parse_curriculum('x {"a": "abc')
+    assert str(exc.value) == "curriculum: invalid JSON at character 8 of the output: Unterminated string"
+    # NBSP is not JSON whitespace: json's own error at character 0, not a depth error further on
+    with pytest.raises(json.JSONDecodeError) as exc:
+        loads("\xa0" + "[" * 201)
+    assert not isinstance(exc.value, JsonDepthError) and exc.value.pos == 0
+
+
+def test_yaml_aliases_and_merge_keys_are_refused_with_their_place():
+    import yaml
+
+    from forms_bench.unique_keys import unique_key_loader
+
+    def problem(text):
+        with pytest.raises(yaml.YAMLError) as exc:
+            yaml.load(text, Loader=unique_key_loader())  # noqa: S506 - a SafeLoader subclass
+        m = exc.value.problem_mark
+        return exc.value.problem, m.line + 1, m.column + 1
+
+    alias = "aliases (*name) are not supported: write the value out"
+    assert problem("a: &x [1]\nb: *x") == (alias, 2, 4)
+    assert problem("a: &a {x: 1}\nb: {<<: *a, y: 2}") == (alias, 2, 9)
+    assert problem("b: {<<: {x: 1}, y: 2}") == ("merge keys (<<) are not supported: write the keys out", 1, 5)
+    # billion laughs: 9 aliases per level, 8 levels — once 351 MB in an error message, now refused at the first alias
+    lol = "goal: g\ntargets:\n  Amount: [&l0 [" + ",".join(['"lol"'] * 9) + "]"
+    lol += "".join(f", &l{i} [" + ",".join([f"*l{i - 1}"] * 9) + "]" for i in range(1, 8)) + "]\n"
+    assert problem(lol)[0] == alias
+    assert yaml.load("a: &x 1\nb: [2, {c: 3}]", Loader=unique_key_loader()) == {"a": 1, "b": [2, {"c": 3}]}  # an anchor alone is fine
+
+
+def test_run_and_suite_files_nested_too_deeply_are_clear_errors(tmp_path):
+    from advsim.run import RunDir, RunFileError
+    from worlds.ledger.suite import load_suite
+    from worlds.ledger.validation import SuiteValidationError
+
+    deep = "[" * 100_000 + "]" * 100_000
+    run = RunDir(tmp_path / "r")
+    (run.checkpoint_dir("warm") / "state.json").parent.mkdir(parents=True, exist_ok=True)
+    (run.checkpoint_dir("warm") / "state.json").write_text(deep)
+    with pytest.raises(RunFileError, match="cannot be read: nested deeper than 200 levels: line 1 column 201"):
+        run.state("warm")
+    (run.path / "events.jsonl").write_text('{"seq": 1, "seq": 2}\n')
+    with pytest.raises(RunFileError, match=r"events.jsonl, line 1: not a JSON row \(duplicate key 'seq'\)"):
+        run.read("events.jsonl")
+    (tmp_path / "s.json").write_text(deep)
+    with pytest.raises(SuiteValidationError, match="^s.json: not a valid JSON suite: nested deeper than 200 levels: line 1 column 201"):
+        load_suite(tmp_path / "s.json", verify=False)

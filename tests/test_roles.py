@@ -35,7 +35,7 @@ def test_executor_ok():
 
 @pytest.mark.parametrize("text,message", [
     ("Here is a task!", "curriculum: no JSON object in the output"),
-    ('{"stratum": "derived_values", "domain": "shipping"', "curriculum: invalid JSON (Expecting ',' delimiter at character 50)"),
+    ('{"stratum": "derived_values", "domain": "shipping"', "curriculum: invalid JSON at character 50 of the output: Expecting ',' delimiter"),
     ("[1, 2]", "curriculum: no JSON object in the output"),
     ('{"stratum": "cooking", "domain": "shipping", "seed": 1}', "curriculum: stratum: Input should be 'conditional_policy'"),
     ('{"stratum": "derived_values", "domain": "mars", "seed": 1}', "curriculum: domain: unknown domain 'mars'"),
@@ -48,7 +48,7 @@ def test_executor_ok():
     ('{"stratum": "derived_values", "domain": "shipping", "seed": 1.0}', "curriculum: seed: Input should be a valid integer"),
     ('{"stratum": "derived_values", "domain": "shipping", "seed": 1, "extras": "off"}', "curriculum: extras: Input should be a valid boolean"),
     ('{"stratum": "derived_values", "domain": "shipping", "seed": 1, "seed": 2}', "curriculum: duplicate key 'seed' in one JSON object"),
-    pytest.param('{"stratum": ' + "[" * 1000, "curriculum: invalid JSON (nested deeper than 200 levels at character 211)",
+    pytest.param('{"stratum": ' + "[" * 1000, "curriculum: invalid JSON at character 211 of the output: nested deeper than 200 levels",
                  id="1000-brackets"),
 ])
 def test_curriculum_errors(text, message):

@@ -125,6 +125,11 @@ def test_resent_event_is_idempotent_conflict_is_409(srv):
     ("/api/events?task=demo-1&session=s1", "{not json", 400, "body is not valid JSON: JSONDecodeError"),
     ("/api/events?task=demo-1&session=s1", b"\xff\xfe", 400, "body is not valid JSON: UnicodeDecodeError"),
     ("/api/events?task=demo-1&session=s1", "[1, 2]", 400, "event must be a JSON object"),
+    # the last of two equal keys used to win silently (seq 7 stored)
+    ("/api/events?task=demo-1&session=s1", '{"seq": 0, "kind": "change", "key": "notes", "value": "", "seq": 7}', 400,
+     "body is not valid JSON: DuplicateKeyError"),
+    pytest.param("/api/events?task=demo-1&session=s1", "[" * 2_000 + "]" * 2_000, 400,
+                 "body is not valid JSON: JsonDepthError", id="2000-brackets"),
     ("/api/events?task=demo-1", '{"seq": 0, "kind": "change", "key": "notes", "value": ""}', 400,
      "missing query parameter 'session'"),
     ("/api/events?task=demo-1&session=", '{"seq": 0, "kind": "change", "key": "notes", "value": ""}', 400,

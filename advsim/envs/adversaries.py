@@ -126,7 +126,7 @@ def parse_adversary_reply(text: str) -> tuple[Injection | None, str]:
     try:
         obj = loads(s)
     except json.JSONDecodeError as exc:
-        return None, f"malformed JSON: {exc.msg} at char {exc.pos}"
+        return None, f"malformed JSON at character {exc.pos} of the object: {exc.msg.removesuffix(' starting at')}"
     except DuplicateKeyError as exc:
         return None, f"malformed JSON: {exc}"
     if not isinstance(obj, dict):

@@ -26,6 +26,7 @@ from .evaluator import EpisodeResult, call_repr, evaluate
 from .schema import VERDICTS, ActionSpec, ArgSpec, Case, Suite, ToolDecl
 from .tools import ToolWorld, arg_matches, parse_number
 from forms_bench.atomic import ChecksumError, read_checksummed  # noqa: F401 (ChecksumError: re-export)
+from forms_bench.unique_keys import loads
 
 from .validation import SuiteValidationError, load_suite_dict
 
@@ -43,7 +44,9 @@ def load_suite(path: Union[str, Path, None] = None, verify: bool = True) -> Suit
 
     Raises:
         ChecksumError: the file differs from its recorded checksum (or the checksum is missing).
-        SuiteValidationError: a case is invalid (the message names the case id and field).
+        SuiteValidationError: the file is not UTF-8 JSON (nesting past
+            ``forms_bench.unique_keys.MAX_JSON_DEPTH`` and duplicate keys included) or a case is
+            invalid (the message names the case id and field).
     """
     if path is None:
         return _default_suite()
@@ -57,7 +60,11 @@ def _default_suite() -> Suite:
 
 def _load(path: Path, verify: bool) -> Suite:
     raw = read_checksummed(path) if verify else path.read_bytes()
-    return load_suite_dict(json.loads(raw.decode("utf-8")))
+    try:
+        data = loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError) as exc:  # JSONDecodeError (JsonDepthError included), DuplicateKeyError
+        raise SuiteValidationError(f"{path.name}: not a valid JSON suite: {exc}") from None
+    return load_suite_dict(data)
 
 
 # ---------------------------------------------------------------------------------- plans
