@@ -1,11 +1,16 @@
-"""JSON objects and YAML mappings that refuse a key written twice; JSON nested past a fixed depth.
+"""JSON objects and YAML mappings that refuse a key written twice, nesting past a fixed depth and
+(YAML) aliases and merge keys.
 
 ``json.loads`` and PyYAML's ``SafeLoader`` keep the last of two equal keys silently: a user who
 writes ``lr:`` twice in a config, or a model that writes ``"seed"`` twice in a proposal, gets one
 of them without a word. Every reader of such input in the project uses these two hooks: configs
 (``advsim.config``), page specs (``forms_bench.page_spec``), a user's ledger cases
-(``worlds.ledger.own``), role outputs (``policies.roles``) and reactive adversaries' replies
-(``advsim.envs.adversaries``). ``yaml`` is imported on first use only.
+(``worlds.ledger.own``), a ledger suite file (``worlds.ledger.suite``), role outputs
+(``policies.roles``), reactive adversaries' replies (``advsim.envs.adversaries``), the run
+directory's files (``advsim.run``: ``events.jsonl`` rows, checkpoint ``state.json``,
+``tokenizer.json``, the saved ``config.yaml``; ``advsim.evaluate``: ``eval.json``), checkpoint and
+adapter manifests (``policies.backbone``, ``policies.adapters``) and the task server's event
+bodies (``forms_bench.server``). ``yaml`` is imported on first use only.
 
 The same readers bound nesting at :data:`MAX_JSON_DEPTH` arrays/objects (sequences/mappings):
 JSON before decoding (:func:`check_json_depth`), YAML while composing (:func:`unique_key_loader`).
