@@ -3,6 +3,7 @@
 import json
 import re
 import sys
+import types
 from pathlib import Path
 
 import pytest
@@ -566,6 +567,113 @@ def test_cuda_bench_kv_cache_fits_256_sequences_of_1024_tokens():
     assert kv_cache_gib(LlamaConfig(**RANDOM_SHAPES["smollm2-1.7b"])) == 58
 
 
+TOY_SHAPE = {"params": 1000, "linear_params": 600, "lora_params": 0, "hidden": 4, "vocab": 10, "layers": 1, "heads": 1,
+             "kv_heads": 1, "head_dim": 2}
+
+
+def test_roofline_is_the_prefill_at_the_matrix_rate_plus_decoding_at_the_copy_bandwidth():
+    """Hand-computed on a toy workload (1,000 parameters, 600 of them in linear layers, LM head
+    4 × 10, one layer with one head of 2, a card of 1,000 FLOP/s and 1,000 B/s): per phase the
+    larger of FLOPs over the matrix rate and bytes over the bandwidth."""
+    from advsim.bench.cuda import bandwidth_floor, roofline
+
+    card = {"bf16_flops_per_s": 1e3, "copy_bytes_per_s": 1e3}
+    r = roofline(TOY_SHAPE, 1, card, prompt=2, new=3)
+    # prefill: 2 tokens × 2·600 + one LM head 2·4·10 + 3 causal (query, key) pairs × 4·2 = 2,504 FLOPs (2.504 s)
+    # against weights 2·1,000 + K and V of 2 tokens (2·1·1·2·2 = 8 B each) = 2,016 B (2.016 s);
+    # two decoding steps, contexts 3 and 4: 1,304 / 1,312 FLOPs against 2,024 / 2,032 B → memory-bound
+    assert r["prefill_s"] == pytest.approx(2.504) and r["decode_s"] == pytest.approx(2.024 + 2.032)
+    assert r["tokens_per_s"] == pytest.approx(3 / 6.56)
+    # 100 sequences: every phase compute-bound (250,400 FLOPs vs 3,600 B; 130,400 / 131,200 vs 4,400 / 5,200 B)
+    r = roofline(TOY_SHAPE, 100, card, prompt=2, new=3)
+    assert (r["prefill_s"], r["decode_s"], r["tokens_per_s"]) == pytest.approx((250.4, 261.6, 300 / 512))
+    # the active adapter: its FLOPs on every token, its bytes once per forward
+    r = roofline({**TOY_SHAPE, "lora_params": 100}, 1, card, prompt=2, new=3)
+    assert r["prefill_s"] == pytest.approx(2.904) and r["decode_s"] == pytest.approx(2.224 + 2.232)
+    # the decode-only floor: B / ((W + B · c · kv) / BW), c = 512 + 64
+    assert bandwidth_floor(TOY_SHAPE, 1, 1e3) == pytest.approx(1 / 6.608)
+
+
+def test_workload_shape_counts_the_backbone_and_the_active_adapter_on_the_meta_device(tmp_path):
+    """test-tiny: hidden 64, MLP 128, 2 layers of 4 heads × 16 with 2 KV heads, SmolLM2's
+    49,152-token vocabulary, tied embeddings. Linear layers per layer: q, o 64×64, k, v 64×32, gate,
+    up, down 64×128 = 36,864; rank-8 LoRA on all seven: 8 × (128 + 96 + 96 + 128 + 192 · 3) = 8,192;
+    a saved executor adapter brings its own rank."""
+    from advsim.bench.cuda import workload_shape
+    from policies.adapters import lora_config
+    from policies.backbone import random_shape_checkpoint
+
+    path = random_shape_checkpoint("test-tiny", seed=3, cache_dir=tmp_path / "r")
+    assert workload_shape(str(path)) == {
+        "params": 2 * 36_864 + 49_152 * 64 + 2 * 2 * 64 + 64, "linear_params": 2 * 36_864, "lora_params": 2 * 8_192,
+        "hidden": 64, "vocab": 49_152, "layers": 2, "heads": 4, "kv_heads": 2, "head_dim": 16}
+    lora_config(r=4).save_pretrained(str(tmp_path / "executor@3"))
+    assert workload_shape(str(path), tmp_path / "executor@3")["lora_params"] == 2 * 4_096
+
+
+def test_cuda_bench_vllm_throughput_times_the_prefill_on_new_prompts(monkeypatch):
+    """Per batch size: a warm-up and ``repeats`` timed calls of 128 tokens, then ``repeats`` calls
+    of one token on prompts none of them used (the prefix cache would serve a repeat), the
+    executor adapter on every request; ``prefill_seconds`` is their median."""
+    from advsim.bench import cuda
+
+    calls = []
+
+    class LLM:
+        def generate(self, prompts, sp, lora_request=None, use_tqdm=True):
+            calls.append(([tuple(p["prompt_token_ids"]) for p in prompts], {x.max_tokens for x in sp}, set(lora_request)))
+            return [types.SimpleNamespace(outputs=[types.SimpleNamespace(token_ids=[0] * x.max_tokens)]) for x in sp]
+
+    class Engine:
+        llm = LLM()
+        detokenize = False
+
+        def lora_request(self, name):
+            return f"lora:{name}"
+
+    out = cuda._throughput_vllm(Engine(), vocab=1000, batches=(2, 3), repeats=2)
+    assert [(len(p), m) for p, m, _ in calls] == [(2, {128})] * 3 + [(2, {1})] * 2 + [(3, {128})] * 3 + [(3, {1})] * 2
+    assert all(lora == {"lora:executor@0"} for _, _, lora in calls)
+    prompts = [p for ps, _, _ in calls for p in ps]
+    assert len(set(prompts)) == len(prompts) == 25  # every call its own prompts
+    assert set(out) == {"2", "3"} and all(out[b]["prefill_seconds"] >= 0 and len(out[b]["runs"]) == 2 for b in out)
+    assert [r["tokens"] for r in out["3"]["runs"]] == [384, 384]
+
+
+def test_cuda_bench_throughput_table_puts_every_row_and_the_target_against_the_roofline(monkeypatch, capsys):
+    """With measured ceilings, ``run`` computes the workload's roofline at B = 64 and 256, prints
+    each row's share of it and its prefill time, and what 3× the transformers row would be."""
+    from advsim.bench import cuda
+
+    card = {"device": "NVIDIA H100 80GB HBM3", "copy_bytes_per_s": 3.0e12, "bf16_flops_per_s": 7.9e14}
+    shape = {**TOY_SHAPE, "params": 10**9, "linear_params": 9 * 10**8}
+    seen = []
+    monkeypatch.setattr(cuda, "require_cuda", lambda: None)
+    monkeypatch.setattr(cuda, "workload_shape", lambda backbone, executor: seen.append((backbone, executor)) or shape)
+    canned = {"contract": {"ceilings": card, "throughput": {
+                  "64": {"tokens_per_s": 6000.0, "runs": [], "prefill_seconds": 0.4},
+                  "256": {"tokens_per_s": 8000.0, "runs": [], "prefill_seconds": 1.25}}},
+              "transformers": {"ceilings": card, "throughput": {
+                  "64": {"tokens_per_s": 3000.0, "runs": []}, "256": {"tokens_per_s": 6000.0, "runs": []}}}}
+    monkeypatch.setattr(cuda, "measure_in_subprocess", lambda lb, parts, **k: canned[lb])
+    out = cuda.run(parts=("throughput",), labels=["contract", "transformers"], backbone="random:smollm2-1.7b")
+    assert seen == [("random:smollm2-1.7b", None)] and out["ceilings"] == card and out["workload"] == shape
+    limit = {b: cuda.roofline(shape, int(b), card)["tokens_per_s"] for b in ("64", "256")}
+    assert {b: v["tokens_per_s"] for b, v in out["roofline"].items()} == limit
+    assert out["three_times_transformers"] == {b: {"tokens_per_s": 3 * t, "of_roofline": 3 * t / limit[b]}
+                                               for b, t in (("64", 3000.0), ("256", 6000.0))}
+    text = " ".join(capsys.readouterr().out.split())
+    assert "roofline on NVIDIA H100 80GB HBM3 (measured: copy 3.00 TB/s, bf16 matrix product 790 TFLOP/s): " \
+           f"B = 64: {limit['64']:,.0f} tokens/s" in text
+    assert f"contract │ 6,000 │ 8,000 │ {6000 / limit['64']:.1%} │ {8000 / limit['256']:.1%} │ 0.400 │ 1.250" in text
+    assert f"transformers │ 3,000 │ 6,000 │ {3000 / limit['64']:.1%} │ {6000 / limit['256']:.1%} │ – │ –" in text
+    assert f"3 x transformers, B = 256: 18,000 tokens/s = {18000 / limit['256']:.0%} of the roofline" in text
+    # rows from before the ceilings were measured: no roofline, no error
+    canned = {"default": {"throughput": {b: {"tokens_per_s": 1.0, "runs": []} for b in ("64", "256")}}}
+    monkeypatch.setattr(cuda, "measure_in_subprocess", lambda lb, parts, **k: canned[lb])
+    assert "roofline" not in cuda.run(parts=("throughput",), labels=["default"]) and len(seen) == 1
+
+
 @pytest.mark.parametrize("name", sorted(p.name for p in DEMO.parent.glob("*.yaml")))
 def test_every_shipped_config_validates(name, monkeypatch):
     """Every file in configs/ loads; a CUDA one as it would on the H200 it was written for (CUDA
@@ -807,13 +915,17 @@ def test_cuda_bench_transformers_labels_pick_adapter_and_cache(monkeypatch):
     from advsim.bench import cuda
 
     calls = []
+    card = {"device": "card", "copy_bytes_per_s": 3e12, "bf16_flops_per_s": 8e14}
     monkeypatch.setattr(cuda, "require_cuda", lambda: None)
+    monkeypatch.setattr(cuda, "measure_ceilings", lambda: calls.append("ceilings") or card)
     monkeypatch.setattr(cuda, "_throughput_transformers", lambda backbone, adapter, static_cache, executor, repeats:
                         calls.append(("throughput", adapter, static_cache, executor)) or {})
     monkeypatch.setattr(cuda, "_rollout_transformers", lambda backbone, adapter, static_cache, executor, repeats:
                         calls.append(("rollout", adapter, static_cache, executor)) or {})
     for label in ("transformers", "transformers-base", "transformers-dynamic"):
-        cuda.measure(label, ("throughput", "rollout"))
+        assert cuda.measure(label, ("throughput", "rollout"))["ceilings"] == card  # measured before the model loads
+    assert calls.count("ceilings") == 3 and calls[0] == "ceilings"
+    calls = [c for c in calls if c != "ceilings"]
     assert calls == [("throughput", True, True, None), ("rollout", True, True, None), ("throughput", False, True, None),
                      ("rollout", False, True, None), ("throughput", True, False, None), ("rollout", True, False, None)]
     assert "transformers-dynamic" not in cuda.CONFIGS  # measured only when named
@@ -1043,6 +1155,7 @@ def test_cuda_bench_runs_per_row_reach_every_measurement(monkeypatch, capsys):
     monkeypatch.undo()
     loops = []
     monkeypatch.setattr(cuda, "require_cuda", lambda: None)
+    monkeypatch.setattr(cuda, "measure_ceilings", dict)
     monkeypatch.setattr(cuda, "_throughput_transformers", lambda **kw: loops.append(("throughput", kw["repeats"])) or {})
     monkeypatch.setattr(cuda, "_rollout_transformers", lambda *a, **kw: loops.append(("rollout", kw["repeats"])) or {})
     cuda.measure("transformers", ("throughput", "rollout"), repeats=3)
