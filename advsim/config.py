@@ -645,6 +645,15 @@ def load_config(path: str | Path, *, run_record: bool = False) -> TrainConfig:
     return config_from_dict(data)
 
 
+class _NoAliasDumper(yaml.SafeDumper):
+    """``yaml.SafeDumper`` that writes a value shared by two fields out twice: the loader refuses
+    aliases (``*name``; :func:`forms_bench.unique_keys.unique_key_loader`)."""
+
+    def ignore_aliases(self, data) -> bool:
+        return True
+
+
 def dump_config(cfg: TrainConfig) -> str:
-    """YAML text of a config (every field, defaults included)."""
-    return yaml.safe_dump(cfg.to_dict(), sort_keys=False)
+    """YAML text of a config (every field, defaults included, no anchors or aliases: every saved
+    ``config.yaml`` loads again with :func:`load_config`)."""
+    return yaml.dump(cfg.to_dict(), Dumper=_NoAliasDumper, sort_keys=False)

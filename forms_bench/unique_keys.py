@@ -111,12 +111,16 @@ def unique_key_loader() -> type:
     add its anchor's depth again and share its size (a 400-byte file of nested aliases stands for
     gigabytes once printed), so problem ``"aliases (*name) are not supported: write the value
     out"``. Merge keys (``<<``) are refused too (``ConstructorError``, ``"merge keys (<<) are not
-    supported: write the keys out"``; PyYAML's merge is exponential in nested merges). Its mapping
+    supported: write the keys out"``; PyYAML's merge is exponential in nested merges), and so are
+    ``!!set``, ``!!omap`` and ``!!pairs`` (``"!!omap is not supported: write a list or a mapping"``:
+    PyYAML builds them past the duplicate-key check). Its mapping
     constructor raises ``yaml.constructor.ConstructorError`` (a ``yaml.YAMLError``,
     with the key's line and column in ``problem_mark``) for a duplicate key — problem
     ``"duplicate key 'lr'"`` — and for an unhashable key (``? [a, b]``): the check runs before
     PyYAML's own mapping constructor, so it gives that constructor's error, problem ``"found
-    unhashable key"``, not a ``TypeError``. Linear in the number of keys.
+    unhashable key"``, not a ``TypeError``. Linear in the number of keys. Mappings are built as
+    PyYAML builds them, from its queue rather than by recursion: a 200-level document needs what the
+    composer needs (~625 interpreter frames in all; 825 with a recursive constructor).
     """
     import yaml
 
@@ -138,7 +142,11 @@ def unique_key_loader() -> type:
             finally:
                 self._depth -= nested
 
-    def mapping(loader: Any, node: Any, deep: bool = False) -> dict:
+    def mapping(loader: Any, node: Any, deep: bool = False) -> Any:
+        # a generator, as PyYAML's own mapping constructor is: the mapping is handed out first and
+        # filled later from the loader's queue, so construction does not recurse once per level
+        data: dict = {}
+        yield data
         seen: set = set()
         for key_node, _ in node.value:
             if key_node.tag == "tag:yaml.org,2002:merge":
@@ -153,7 +161,14 @@ def unique_key_loader() -> type:
             if duplicate:
                 raise yaml.constructor.ConstructorError(None, None, f"duplicate key {key!r}", key_node.start_mark)
             seen.add(key)
-        return yaml.SafeLoader.construct_mapping(loader, node, deep)
+        data.update(yaml.SafeLoader.construct_mapping(loader, node, deep))
+
+    def unsupported(loader: Any, node: Any) -> None:
+        name = node.tag.rsplit(":", 1)[-1]
+        raise yaml.constructor.ConstructorError(None, None, f"!!{name} is not supported: write a list or a mapping",
+                                                node.start_mark)
 
     UniqueKeyLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, mapping)
+    for tag in ("set", "omap", "pairs"):  # PyYAML builds them without the duplicate-key check above
+        UniqueKeyLoader.add_constructor(f"tag:yaml.org,2002:{tag}", unsupported)
     return UniqueKeyLoader

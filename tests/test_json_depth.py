@@ -3,6 +3,7 @@
 
 import json
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -81,6 +82,52 @@ def test_yaml_aliases_and_merge_keys_are_refused_with_their_place():
     lol += "".join(f", &l{i} [" + ",".join([f"*l{i - 1}"] * 9) + "]" for i in range(1, 8)) + "]\n"
     assert problem(lol)[0] == alias
     assert yaml.load("a: &x 1\nb: [2, {c: 3}]", Loader=unique_key_loader()) == {"a": 1, "b": [2, {"c": 3}]}  # an anchor alone is fine
+    # PyYAML builds these three past the duplicate-key check (!!omap [a: 1, a: 2] loaded)
+    assert problem("x: !!omap [a: 1, a: 2]") == ("!!omap is not supported: write a list or a mapping", 1, 4)
+    assert problem("x: !!set {a, b}")[0] == "!!set is not supported: write a list or a mapping"
+    assert problem("!!pairs [a: 1]")[0] == "!!pairs is not supported: write a list or a mapping"
+
+
+def test_a_yaml_document_at_the_depth_limit_loads_from_a_deep_caller():
+    """Mappings are constructed from PyYAML's queue, not by recursion: 200 nested mappings (the
+    limit) load under a recursion limit of 700 (a recursive constructor needed 825 frames), in
+    flow and block style; duplicate keys deep inside are still found."""
+    import yaml
+
+    from forms_bench.unique_keys import unique_key_loader
+
+    flow = "{a: " * MAX_JSON_DEPTH + "1" + "}" * MAX_JSON_DEPTH
+    block = "\n".join("  " * i + "a:" for i in range(MAX_JSON_DEPTH)) + " 1"
+    old = sys.getrecursionlimit()
+    try:
+        sys.setrecursionlimit(700)
+        for text in (flow, block):
+            value = yaml.load(text, Loader=unique_key_loader())  # noqa: S506 - a SafeLoader subclass
+            for _ in range(MAX_JSON_DEPTH):
+                value = value["a"]
+            assert value == 1
+        with pytest.raises(yaml.YAMLError, match="duplicate key 'b'"):
+            yaml.load("{a: " * 150 + "{b: 1, b: 2}" + "}" * 150, Loader=unique_key_loader())  # noqa: S506
+    finally:
+        sys.setrecursionlimit(old)
+
+
+def test_a_saved_config_writes_no_aliases(monkeypatch):
+    """A config's YAML writes a value that two fields share out twice: ``yaml.safe_dump`` wrote
+    ``&id001`` / ``*id001``, which every loader of ours refuses. (``asdict`` copies containers
+    today, so this guards ``to_dict``'s future.)"""
+    import yaml
+
+    from advsim import config as config_mod
+    from forms_bench.unique_keys import unique_key_loader
+
+    cfg = config_mod.load_config(Path(config_mod.__file__).parent.parent / "configs" / "demo.yaml")
+    shared = [64, 256]
+    data = {**cfg.to_dict(), "shared_a": shared, "shared_b": shared}
+    monkeypatch.setattr(type(cfg), "to_dict", lambda self: data)
+    text = config_mod.dump_config(cfg)
+    assert "shared_a:\n- 64\n- 256\nshared_b:\n- 64\n- 256\n" in text and "&" not in text
+    assert yaml.load(text, Loader=unique_key_loader()) == data  # noqa: S506 - a SafeLoader subclass
 
 
 def test_run_and_suite_files_nested_too_deeply_are_clear_errors(tmp_path):
