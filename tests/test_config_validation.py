@@ -641,8 +641,9 @@ def test_cuda_bench_vllm_throughput_times_the_prefill_on_new_prompts(monkeypatch
 
 
 def test_cuda_bench_throughput_table_puts_every_row_and_the_target_against_the_roofline(monkeypatch, capsys):
-    """With measured ceilings, ``run`` computes the workload's roofline at B = 64 and 256, prints
-    each row's share of it and its prefill time, and what 3× the transformers row would be."""
+    """``run`` measures the card's ceilings in a process of their own, computes the workload's
+    roofline at B = 64 and 256, prints each row's share of it and its prefill time, and what 3× the
+    transformers row would be."""
     from advsim.bench import cuda
 
     card = {"device": "NVIDIA H100 80GB HBM3", "copy_bytes_per_s": 3.0e12, "bf16_flops_per_s": 7.9e14}
@@ -650,10 +651,11 @@ def test_cuda_bench_throughput_table_puts_every_row_and_the_target_against_the_r
     seen = []
     monkeypatch.setattr(cuda, "require_cuda", lambda: None)
     monkeypatch.setattr(cuda, "workload_shape", lambda backbone, executor: seen.append((backbone, executor)) or shape)
-    canned = {"contract": {"ceilings": card, "throughput": {
+    canned = {"ceilings": {"ceilings": card},
+              "contract": {"throughput": {
                   "64": {"tokens_per_s": 6000.0, "runs": [], "prefill_seconds": 0.4},
                   "256": {"tokens_per_s": 8000.0, "runs": [], "prefill_seconds": 1.25}}},
-              "transformers": {"ceilings": card, "throughput": {
+              "transformers": {"throughput": {
                   "64": {"tokens_per_s": 3000.0, "runs": []}, "256": {"tokens_per_s": 6000.0, "runs": []}}}}
     monkeypatch.setattr(cuda, "measure_in_subprocess", lambda lb, parts, **k: canned[lb])
     out = cuda.run(parts=("throughput",), labels=["contract", "transformers"], backbone="random:smollm2-1.7b")
@@ -668,10 +670,14 @@ def test_cuda_bench_throughput_table_puts_every_row_and_the_target_against_the_r
     assert f"contract │ 6,000 │ 8,000 │ {6000 / limit['64']:.1%} │ {8000 / limit['256']:.1%} │ 0.400 │ 1.250" in text
     assert f"transformers │ 3,000 │ 6,000 │ {3000 / limit['64']:.1%} │ {6000 / limit['256']:.1%} │ – │ –" in text
     assert f"3 x transformers, B = 256: 18,000 tokens/s = {18000 / limit['256']:.0%} of the roofline" in text
-    # rows from before the ceilings were measured: no roofline, no error
-    canned = {"default": {"throughput": {b: {"tokens_per_s": 1.0, "runs": []} for b in ("64", "256")}}}
+    # the ceilings' process failed: the rates stand, without a roofline, and the error is kept
+    canned = {"ceilings": {"error": "exit 1: CUDA error: out of memory"},
+              "default": {"throughput": {b: {"tokens_per_s": 1.0, "runs": []} for b in ("64", "256")}}}
     monkeypatch.setattr(cuda, "measure_in_subprocess", lambda lb, parts, **k: canned[lb])
-    assert "roofline" not in cuda.run(parts=("throughput",), labels=["default"]) and len(seen) == 1
+    out = cuda.run(parts=("throughput",), labels=["default"])
+    assert "roofline" not in out and out["ceilings_error"] == "exit 1: CUDA error: out of memory" and len(seen) == 1
+    assert cuda.failures(out) == []  # a diagnostic, not a failed configuration
+    assert "the card's ceilings were not measured: exit 1: CUDA error: out of memory" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize("name", sorted(p.name for p in DEMO.parent.glob("*.yaml")))
@@ -915,17 +921,13 @@ def test_cuda_bench_transformers_labels_pick_adapter_and_cache(monkeypatch):
     from advsim.bench import cuda
 
     calls = []
-    card = {"device": "card", "copy_bytes_per_s": 3e12, "bf16_flops_per_s": 8e14}
     monkeypatch.setattr(cuda, "require_cuda", lambda: None)
-    monkeypatch.setattr(cuda, "measure_ceilings", lambda: calls.append("ceilings") or card)
     monkeypatch.setattr(cuda, "_throughput_transformers", lambda backbone, adapter, static_cache, executor, repeats:
                         calls.append(("throughput", adapter, static_cache, executor)) or {})
     monkeypatch.setattr(cuda, "_rollout_transformers", lambda backbone, adapter, static_cache, executor, repeats:
                         calls.append(("rollout", adapter, static_cache, executor)) or {})
     for label in ("transformers", "transformers-base", "transformers-dynamic"):
-        assert cuda.measure(label, ("throughput", "rollout"))["ceilings"] == card  # measured before the model loads
-    assert calls.count("ceilings") == 3 and calls[0] == "ceilings"
-    calls = [c for c in calls if c != "ceilings"]
+        cuda.measure(label, ("throughput", "rollout"))
     assert calls == [("throughput", True, True, None), ("rollout", True, True, None), ("throughput", False, True, None),
                      ("rollout", False, True, None), ("throughput", True, False, None), ("rollout", True, False, None)]
     assert "transformers-dynamic" not in cuda.CONFIGS  # measured only when named
@@ -1133,10 +1135,11 @@ def test_cuda_bench_runs_per_row_reach_every_measurement(monkeypatch, capsys):
 
     seen = []
     monkeypatch.setattr(cuda, "require_cuda", lambda: None)
-    monkeypatch.setattr(cuda, "measure_in_subprocess", lambda lb, parts, **k: seen.append((lb, k["repeats"])) or {
+    monkeypatch.setattr(cuda, "measure_in_subprocess", lambda lb, parts, **k: seen.append((lb, k.get("repeats"))) or {
         "throughput": {str(b): {"tokens_per_s": 100.0 * b, "runs": []} for b in cuda.BATCHES}})
     out = cuda.run(parts=("throughput",), labels=["default", "transformers"], repeats=5)
-    assert seen == [("default", 5), ("transformers", 5)] and out["repeats"] == 5
+    # the card's ceilings first, in a process of their own (no repeats: one measurement)
+    assert seen == [("ceilings", None), ("default", 5), ("transformers", 5)] and out["repeats"] == 5
     assert "median of 5" in capsys.readouterr().out
     for bad in (0, -1, 1.5):
         with pytest.raises(ValueError, match="repeats must be an integer >= 1"):
@@ -1155,7 +1158,6 @@ def test_cuda_bench_runs_per_row_reach_every_measurement(monkeypatch, capsys):
     monkeypatch.undo()
     loops = []
     monkeypatch.setattr(cuda, "require_cuda", lambda: None)
-    monkeypatch.setattr(cuda, "measure_ceilings", dict)
     monkeypatch.setattr(cuda, "_throughput_transformers", lambda **kw: loops.append(("throughput", kw["repeats"])) or {})
     monkeypatch.setattr(cuda, "_rollout_transformers", lambda *a, **kw: loops.append(("rollout", kw["repeats"])) or {})
     cuda.measure("transformers", ("throughput", "rollout"), repeats=3)
