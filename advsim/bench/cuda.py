@@ -890,7 +890,7 @@ def measure_ceilings(copy_bytes: int = 2**30, n: int = 8192, warmups: int = 3, t
 
 def workload_shape(backbone: str = DEFAULT_BACKBONE, executor: str | os.PathLike | None = None) -> dict:
     """What the throughput rows' work is made of, counted on a ``meta``-device copy of the backbone
-    (no weights are read): the model's sizes, its parameters, those of the linear layers a token
+    (no weights are read; a ``random:<shape>`` backbone needs no checkpoint at all): the model's sizes, its parameters, those of the linear layers a token
     passes through (every ``nn.Linear`` but the LM head) and the executor adapter's LoRA
     parameters (the random rank-8 one of the rows, or ``executor``'s own configuration).
 
@@ -906,9 +906,10 @@ def workload_shape(backbone: str = DEFAULT_BACKBONE, executor: str | os.PathLike
     from transformers import AutoConfig, AutoModelForCausalLM
 
     from policies.adapters import lora_config
-    from policies.backbone import resolve_backbone
+    from policies.backbone import random_shape_config, resolve_backbone
 
-    config = AutoConfig.from_pretrained(resolve_backbone(backbone))
+    config = random_shape_config(str(backbone).split(":", 1)[1]) if str(backbone).startswith("random:") \
+        else AutoConfig.from_pretrained(resolve_backbone(backbone))  # a random shape: its config, no weights built
     with torch.device("meta"):
         model = AutoModelForCausalLM.from_config(config)
         params = sum(p.numel() for p in model.parameters())
