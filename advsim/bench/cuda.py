@@ -112,7 +112,7 @@ change one of those choices each: they show whether it is needed, or what it cos
 batch-invariant mode off, our patches off): the negative control, which must differ; it keeps
 8,192 batched tokens per step. ``default-base`` is ``default`` with LoRA off and no adapter on
 any request — a throughput diagnostic only (with ``transformers-base``), without consistency rows:
-how much of every engine's distance from the bandwidth floor is the LoRA path.
+how much of every engine's distance from the roofline is the LoRA path.
 
 Any of them takes engine overrides in its label, ``BASE+key=value[+key=value…]`` (keys
 :data:`OVERRIDES`), e.g. ``contract+max_num_batched_tokens=8192`` — one setting changed, measured
