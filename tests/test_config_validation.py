@@ -571,25 +571,29 @@ TOY_SHAPE = {"params": 1000, "linear_params": 600, "lora_params": 0, "hidden": 4
              "kv_heads": 1, "head_dim": 2}
 
 
-def test_roofline_is_the_prefill_at_the_matrix_rate_plus_decoding_at_the_copy_bandwidth():
+def test_roofline_is_the_rows_flops_at_the_matrix_rate_or_its_bytes_at_the_bandwidth():
     """Hand-computed on a toy workload (1,000 parameters, 600 of them in linear layers, LM head
-    4 × 10, one layer with one head of 2, a card of 1,000 FLOP/s and 1,000 B/s): per phase the
-    larger of FLOPs over the matrix rate and bytes over the bandwidth."""
+    4 × 10, one layer with one head of 2, a card of 1,000 FLOP/s and 1,000 B/s): the row takes at
+    least the larger of all its FLOPs over the matrix rate and all its bytes over the bandwidth
+    (phases may overlap); each phase's own bound is reported beside it."""
     from advsim.bench.cuda import bandwidth_floor, roofline
 
     card = {"bf16_flops_per_s": 1e3, "copy_bytes_per_s": 1e3}
     r = roofline(TOY_SHAPE, 1, card, prompt=2, new=3)
-    # prefill: 2 tokens × 2·600 + one LM head 2·4·10 + 3 causal (query, key) pairs × 4·2 = 2,504 FLOPs (2.504 s)
-    # against weights 2·1,000 + K and V of 2 tokens (2·1·1·2·2 = 8 B each) = 2,016 B (2.016 s);
-    # two decoding steps, contexts 3 and 4: 1,304 / 1,312 FLOPs against 2,024 / 2,032 B → memory-bound
-    assert r["prefill_s"] == pytest.approx(2.504) and r["decode_s"] == pytest.approx(2.024 + 2.032)
-    assert r["tokens_per_s"] == pytest.approx(3 / 6.56)
-    # 100 sequences: every phase compute-bound (250,400 FLOPs vs 3,600 B; 130,400 / 131,200 vs 4,400 / 5,200 B)
+    # prefill: 2 tokens × 2·600 + one LM head 2·4·10 + 3 causal (query, key) pairs × 4·2 = 2,504 FLOPs,
+    # weights 2·1,000 + K and V of 2 tokens (2·1·1·2·2 = 8 B each) = 2,016 B; two decoding steps, contexts 3
+    # and 4: 1,304 + 1,312 = 2,616 FLOPs, 2,024 + 2,032 = 4,056 B. Row: 5,120 FLOPs (5.12 s), 6,072 B (6.072 s)
+    assert (r["compute_s"], r["memory_s"], r["tokens_per_s"]) == pytest.approx((5.12, 6.072, 3 / 6.072))
+    assert (r["prefill_s"], r["decode_s"]) == pytest.approx((2.504, 4.056))  # 6.56 s in sequence: overlap wins
+    # 100 sequences: compute-bound (250,400 + 261,600 FLOPs against 3,600 + 9,600 B)
     r = roofline(TOY_SHAPE, 100, card, prompt=2, new=3)
-    assert (r["prefill_s"], r["decode_s"], r["tokens_per_s"]) == pytest.approx((250.4, 261.6, 300 / 512))
-    # the active adapter: its FLOPs on every token, its bytes once per forward
+    assert (r["compute_s"], r["memory_s"], r["tokens_per_s"]) == pytest.approx((512.0, 13.2, 300 / 512))
+    # the active adapter: its FLOPs on every token, its bytes once per step
     r = roofline({**TOY_SHAPE, "lora_params": 100}, 1, card, prompt=2, new=3)
-    assert r["prefill_s"] == pytest.approx(2.904) and r["decode_s"] == pytest.approx(2.224 + 2.232)
+    assert (r["compute_s"], r["memory_s"]) == pytest.approx((5.92, 6.672))
+    # an untied input embedding (10 × 4) is not read whole by a step; a faster read than copy is the ceiling
+    r = roofline({**TOY_SHAPE, "untied_embedding_params": 40}, 1, {**card, "read_bytes_per_s": 2e3}, prompt=2, new=3)
+    assert r["memory_s"] == pytest.approx((6072 - 3 * 80) / 2e3) and r["tokens_per_s"] == pytest.approx(3 / 5.12)
     # the decode-only floor: B / ((W + B · c · kv) / BW), c = 512 + 64
     assert bandwidth_floor(TOY_SHAPE, 1, 1e3) == pytest.approx(1 / 6.608)
 
@@ -604,12 +608,23 @@ def test_workload_shape_counts_the_backbone_and_the_active_adapter_on_the_meta_d
     from policies.backbone import random_shape_checkpoint
 
     path = random_shape_checkpoint("test-tiny", seed=3, cache_dir=tmp_path / "r")
-    shape = {"params": 2 * 36_864 + 49_152 * 64 + 2 * 2 * 64 + 64, "linear_params": 2 * 36_864, "lora_params": 2 * 8_192,
+    shape = {"params": 2 * 36_864 + 49_152 * 64 + 2 * 2 * 64 + 64, "untied_embedding_params": 0,
+             "linear_params": 2 * 36_864, "lora_params": 2 * 8_192,
              "hidden": 64, "vocab": 49_152, "layers": 2, "heads": 4, "kv_heads": 2, "head_dim": 16}
     assert workload_shape(str(path)) == shape
     assert workload_shape("random:test-tiny") == shape  # from the shape's config alone: no checkpoint is built
     with pytest.raises(ValueError, match="unknown random backbone shape 'nope'"):
         workload_shape("random:nope")
+    # untied: the LM head counts in params, the input embedding apart (a step reads only its rows)
+    from transformers import GPT2Config, LlamaConfig
+
+    LlamaConfig(vocab_size=100, tie_word_embeddings=False, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                num_attention_heads=4, num_key_value_heads=2).save_pretrained(tmp_path / "untied")
+    untied = workload_shape(str(tmp_path / "untied"))
+    assert (untied["params"], untied["untied_embedding_params"]) == (2 * 36_864 + 2 * 100 * 64 + 2 * 2 * 64 + 64, 6_400)
+    GPT2Config(n_embd=64, n_layer=2, n_head=4, vocab_size=100).save_pretrained(tmp_path / "gpt2")  # Conv1D layers
+    with pytest.raises(ValueError, match="no nn.Linear layers"):
+        workload_shape(str(tmp_path / "gpt2"))
     lora_config(r=4).save_pretrained(str(tmp_path / "executor@3"))
     assert workload_shape(str(path), tmp_path / "executor@3")["lora_params"] == 2 * 4_096
 
@@ -639,17 +654,25 @@ def test_cuda_bench_vllm_throughput_times_the_prefill_on_new_prompts(monkeypatch
     assert all(lora == {"lora:executor@0"} for _, _, lora in calls)
     prompts = [p for ps, _, _ in calls for p in ps]
     assert len(set(prompts)) == len(prompts) == 25  # every call its own prompts
+    # the prefill's seeds are far from the timed sets' (100 b + k): no collision however many repeats
+    seeds = []
+    monkeypatch.setattr(cuda, "_random_prompts", lambda n, lengths, seed, vocab: seeds.append(seed) or [[1] * 512] * n)
+    cuda._throughput_vllm(Engine(), vocab=1000, batches=(64,), repeats=60)
+    assert len(set(seeds)) == len(seeds) == 121
     assert set(out) == {"2", "3"} and all(out[b]["prefill_seconds"] >= 0 and len(out[b]["runs"]) == 2 for b in out)
     assert [r["tokens"] for r in out["3"]["runs"]] == [384, 384]
 
 
-def test_cuda_bench_throughput_table_puts_every_row_and_the_target_against_the_roofline(monkeypatch, capsys):
-    """``run`` measures the card's ceilings in a process of their own, computes the workload's
+def test_cuda_bench_throughput_table_puts_every_row_and_the_target_against_the_roofline(monkeypatch, capsys,
+                                                                                       tmp_path):
+    """``run`` counts the rows' work and measures the card's ceilings (in a process of their own)
+    before any configuration — both in the partial results from the first row on — computes the
     roofline at B = 64 and 256, prints each row's share of it and its prefill time, and what 3× the
-    transformers row would be."""
+    transformers row would be; without ceilings or work the rates stand, the reason is kept."""
     from advsim.bench import cuda
 
-    card = {"device": "NVIDIA H100 80GB HBM3", "copy_bytes_per_s": 3.0e12, "bf16_flops_per_s": 7.9e14}
+    card = {"device": "NVIDIA H100 80GB HBM3", "copy_bytes_per_s": 3.0e12, "read_bytes_per_s": 3.2e12,
+            "bf16_flops_per_s": 7.9e14}
     shape = {**TOY_SHAPE, "params": 10**9, "linear_params": 9 * 10**8}
     seen = []
     monkeypatch.setattr(cuda, "require_cuda", lambda: None)
@@ -660,16 +683,20 @@ def test_cuda_bench_throughput_table_puts_every_row_and_the_target_against_the_r
                   "256": {"tokens_per_s": 8000.0, "runs": [], "prefill_seconds": 1.25}}},
               "transformers": {"throughput": {
                   "64": {"tokens_per_s": 3000.0, "runs": []}, "256": {"tokens_per_s": 6000.0, "runs": []}}}}
-    monkeypatch.setattr(cuda, "measure_in_subprocess", lambda lb, parts, **k: canned[lb])
-    out = cuda.run(parts=("throughput",), labels=["contract", "transformers"], backbone="random:smollm2-1.7b")
-    assert seen == [("random:smollm2-1.7b", None)] and out["ceilings"] == card and out["workload"] == shape
+    order = []
+    monkeypatch.setattr(cuda, "measure_in_subprocess", lambda lb, parts, **k: order.append(lb) or canned[lb])
+    out = cuda.run(parts=("throughput",), labels=["contract", "transformers"], backbone="random:smollm2-1.7b",
+                   partial=tmp_path / "p.json")
+    assert order == ["ceilings", "contract", "transformers"] and seen == [("random:smollm2-1.7b", None)]
+    assert out["ceilings"] == card and out["workload"] == shape
+    assert json.loads((tmp_path / "p.json").read_text())["ceilings"] == card
     limit = {b: cuda.roofline(shape, int(b), card)["tokens_per_s"] for b in ("64", "256")}
     assert {b: v["tokens_per_s"] for b, v in out["roofline"].items()} == limit
     assert out["three_times_transformers"] == {b: {"tokens_per_s": 3 * t, "of_roofline": 3 * t / limit[b]}
                                                for b, t in (("64", 3000.0), ("256", 6000.0))}
     text = " ".join(capsys.readouterr().out.split())
-    assert "roofline on NVIDIA H100 80GB HBM3 (measured: copy 3.00 TB/s, bf16 matrix product 790 TFLOP/s): " \
-           f"B = 64: {limit['64']:,.0f} tokens/s" in text
+    assert "roofline on NVIDIA H100 80GB HBM3 (measured: copy 3.00 TB/s, read 3.20 TB/s, bf16 matrix product " \
+           f"790 TFLOP/s): B = 64: {limit['64']:,.0f} tokens/s (compute >= " in text
     assert f"contract │ 6,000 │ 8,000 │ {6000 / limit['64']:.1%} │ {8000 / limit['256']:.1%} │ 0.400 │ 1.250" in text
     assert f"transformers │ 3,000 │ 6,000 │ {3000 / limit['64']:.1%} │ {6000 / limit['256']:.1%} │ – │ –" in text
     assert f"3 x transformers, B = 256: 18,000 tokens/s = {18000 / limit['256']:.0%} of the roofline" in text
@@ -678,9 +705,18 @@ def test_cuda_bench_throughput_table_puts_every_row_and_the_target_against_the_r
               "default": {"throughput": {b: {"tokens_per_s": 1.0, "runs": []} for b in ("64", "256")}}}
     monkeypatch.setattr(cuda, "measure_in_subprocess", lambda lb, parts, **k: canned[lb])
     out = cuda.run(parts=("throughput",), labels=["default"])
-    assert "roofline" not in out and out["ceilings_error"] == "exit 1: CUDA error: out of memory" and len(seen) == 1
+    assert "roofline" not in out and out["ceilings_error"] == "exit 1: CUDA error: out of memory"
     assert cuda.failures(out) == []  # a diagnostic, not a failed configuration
-    assert "the card's ceilings were not measured: exit 1: CUDA error: out of memory" in capsys.readouterr().out
+    text = " ".join(capsys.readouterr().out.split())
+    assert "the card's ceilings could not be measured, so no roofline: exit 1: CUDA error: out of memory" in text
+    assert "default │ 1 │ 1 │ – │ – │ – │ –" in text
+    # the work could not be counted (peft cannot place the adapter on some architecture): the same
+    canned["ceilings"] = {"ceilings": card}
+    monkeypatch.setattr(cuda, "workload_shape", lambda backbone, executor: (_ for _ in ()).throw(
+        ValueError("Target modules {'q_proj'} not found in the base model")))
+    out = cuda.run(parts=("throughput",), labels=["default"])
+    assert "roofline" not in out and out["workload_error"].startswith("ValueError: Target modules")
+    assert "the rows' work could not be measured, so no roofline: ValueError" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize("name", sorted(p.name for p in DEMO.parent.glob("*.yaml")))
@@ -1138,6 +1174,7 @@ def test_cuda_bench_runs_per_row_reach_every_measurement(monkeypatch, capsys):
 
     seen = []
     monkeypatch.setattr(cuda, "require_cuda", lambda: None)
+    monkeypatch.setattr(cuda, "workload_shape", lambda backbone, executor: TOY_SHAPE)
     monkeypatch.setattr(cuda, "measure_in_subprocess", lambda lb, parts, **k: seen.append((lb, k.get("repeats"))) or {
         "throughput": {str(b): {"tokens_per_s": 100.0 * b, "runs": []} for b in cuda.BATCHES}})
     out = cuda.run(parts=("throughput",), labels=["default", "transformers"], repeats=5)

@@ -40,13 +40,15 @@ three seeded random LoRA role adapters (r = 8, A, B ~ N(0, 0.05²)) and, later, 
   (peft, the same adapter active). Diagnostics, only when named: ``default-base`` and
   ``transformers-base``, the same without any adapter. Each vLLM row also times the prefill
   alone (the same requests with one new token). Against the **roofline** (:func:`roofline`): the
-  most tokens/s the card allows this row — the prefill's FLOPs at the card's bf16 matrix rate plus
-  127 decoding steps that each read the weights and every sequence's KV cache at its copy
-  bandwidth, both ceilings measured in the same call (:func:`measure_ceilings`; an H100 80 GB
-  copies ~3.0 TB/s, an H200 ~4.3, both multiply bf16 at ~790 TFLOP/s) — and, when a
-  ``transformers`` row ran, what 3× its rate (the issue's target) is as a share of that bound.
-  The JSON keeps the decode-only bandwidth floor too (:func:`bandwidth_floor`; before 2026-12-06
-  the only bound, then computed with the H200's 4.3 TB/s on every card).
+  most tokens/s the card allows this row whatever the schedule — every FLOP of the prefill and the
+  127 decoding steps at the card's bf16 matrix rate, or the weights read once per step (at least
+  128 steps: each sequence's tokens follow one another) and every KV cache at its bandwidth,
+  whichever takes longer, both ceilings measured first in the same call
+  (:func:`measure_ceilings`; an H100 80 GB copies ~3.0 TB/s, an H200 ~4.3, both multiply bf16 at
+  ~790 TFLOP/s) — and, when a ``transformers`` row ran, what 3× its rate (the issue's target) is as
+  a share of that bound. The JSON keeps the decode-only bandwidth floor too
+  (:func:`bandwidth_floor`; before 2026-12-06 the only bound, then computed with the H200's
+  4.3 TB/s on every card).
 * Rollout rows (``advsim bench throughput --device cuda --rollout``): the training workload
   instead of a fixed shape — :data:`ROLLOUT_EPISODES` whole web-world executor episodes per run,
   :data:`ROLLOUT_GROUP` per task as stage 1 plays its pool, at the warm start's level mix, one
@@ -306,6 +308,7 @@ PREFILL_DECODE_LENGTHS = (1, 63, 64, 65, 1000, 2047)
 BATCHES = (64, 256)
 PROMPT_TOKENS, NEW_TOKENS = 512, 128
 ROLLOUT_EPISODES, ROLLOUT_GROUP = 256, 8  # 32 tasks × G = 8 (stage 1's pool of 128 × 8 is 1,024 episodes)
+PREFILL_SEED = 1 << 40  # the prefill-only prompts' seeds start here, far from every timed set's
 ROLLOUT_LENGTH_BUCKET = 128  # tokens: the static-cache transformers row pads each turn's prompts to a multiple
 ADAPTERS = (None, "executor@0", "curriculum@0", "adversary@0")
 MAX_LORA_RANK = 16  # the vLLM engines' max_lora_rank (VLLMEngine's default)
@@ -512,7 +515,8 @@ def _throughput_vllm(engine, vocab: int, batches=BATCHES, repeats: int = 2, adap
     """Generated tokens/s per batch size: a warm-up set, then ``repeats`` timed ``generate`` calls
     of ``b`` new 512-token prompts × 128 tokens (``ignore_eos``, a seed per request, ``adapter`` on
     every request), their median; and ``prefill_seconds``, the median time of ``repeats`` calls of
-    the same shape with one new token (new prompts): the prefill's share of a timed call.
+    the same shape with one new token (new prompts): the prefill timed alone (in a timed call vLLM
+    may decode the first sequences while it prefills the last).
 
     Returns:
         ``{"64": {"tokens_per_s", "runs": [{"seconds", "tokens"}], "prefill_seconds"}, "256": …}``.
@@ -537,12 +541,12 @@ def _throughput_vllm(engine, vocab: int, batches=BATCHES, repeats: int = 2, adap
                 times.append((dt, n))
         rate = statistics.median(n / s for s, n in times)
         # the prefill alone: the same shape with one new token, on prompts no run used (the prefix
-        # cache would serve a repeat), as often as the timed runs
+        # cache would serve a repeat: seeds far from the timed sets' 100 b + k), as often as the timed runs
         one = [SamplingParams(max_tokens=1, ignore_eos=True, temperature=1.0, top_p=0.95, seed=i, logprobs=0,
                               **_output_options(engine)) for i in range(b)]
         prefill = []
         for k in range(repeats):
-            prompts = _random_prompts(b, (PROMPT_TOKENS,), seed=100 * b + 50 + k, vocab=vocab)
+            prompts = _random_prompts(b, (PROMPT_TOKENS,), seed=PREFILL_SEED + 100 * b + k, vocab=vocab)
             t = time.perf_counter()
             engine.llm.generate([TokensPrompt(prompt_token_ids=p) for p in prompts], one,
                                 lora_request=[lora] * b if lora else None, use_tqdm=False)
@@ -844,27 +848,31 @@ def _throughput_transformers(batches=BATCHES, repeats: int = 2, backbone: str = 
 
 
 def measure_ceilings(copy_bytes: int = 2**30, n: int = 8192, warmups: int = 3, timed: int = 10) -> dict:
-    """The card's two ceilings, measured here as the device notes ask (``METHOD.md``: a large
-    device-to-device copy, counting bytes read plus bytes written; a large bf16 matrix product on
-    random data): the median of ``timed`` runs after ``warmups``, timed with CUDA events, under
-    PyTorch's default cuBLAS settings. :func:`run` measures them in a process of their own before
-    the configurations (``measure("ceilings", …)``): PyTorch reads the cuBLAS workspace variables
-    once, at its first matrix product, and a configuration's engine sets its own.
+    """The card's two ceilings, measured here as the device notes ask (``METHOD.md``): memory
+    bandwidth from a large device-to-device copy (bytes read plus bytes written) and from a
+    read-only pass (a sum over the same tensor: the decoding steps mostly read), and the bf16
+    matrix rate from an ``n × n × n`` product on random data; each the best of ``timed`` runs after
+    ``warmups`` (a ceiling is the best the card did), timed with CUDA events, under PyTorch's
+    default cuBLAS settings. :func:`run` measures them in a process of their own before the
+    configurations (``measure("ceilings", …)``): PyTorch reads the cuBLAS workspace variables once,
+    at its first matrix product, and a configuration's engine sets its own.
 
     Args:
-        copy_bytes: bytes of the copied bf16 tensor (read once and written once per copy).
-        n: the ``n × n × n`` bf16 product (``2 n³`` FLOPs).
+        copy_bytes: bytes of the bf16 tensor copied and summed.
+        n: the product's size (``2 n³`` FLOPs).
 
     Returns:
-        ``{"device": name, "copy_bytes_per_s": float, "bf16_flops_per_s": float}`` — on the H100
-        80 GB HBM3 of ``KINDS.md`` about 3.0e12 and 7.9e14, on the H200 4.3e12 and 7.9e14.
+        ``{"device": name, "copy_bytes_per_s", "read_bytes_per_s", "bf16_flops_per_s"}`` (floats) —
+        a copy on the H100 80 GB HBM3 of ``KINDS.md`` moves about 3.0e12 B/s (the median of 10 on
+        2026-12-06: 3.00e12), the H200 4.3e12; both multiply bf16 at about 7.9e14 FLOP/s (datasheets:
+        3.35 and 4.8 TB/s, 989 TFLOP/s dense).
 
     Raises:
         RuntimeError: no CUDA (from torch).
     """
     import torch
 
-    def median_ms(fn) -> float:
+    def best_ms(fn) -> float:
         for _ in range(warmups):
             fn()
         events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(timed)]
@@ -873,19 +881,27 @@ def measure_ceilings(copy_bytes: int = 2**30, n: int = 8192, warmups: int = 3, t
             fn()
             end.record()
         torch.cuda.synchronize()
-        return statistics.median(start.elapsed_time(end) for start, end in events)
+        return min(start.elapsed_time(end) for start, end in events)
 
-    x = torch.empty(copy_bytes // 2, dtype=torch.bfloat16, device="cuda")
+    x = torch.ones(copy_bytes // 2, dtype=torch.bfloat16, device="cuda")
     y = torch.empty_like(x)
-    copy_ms = median_ms(lambda: y.copy_(x))
+    size = x.numel() * 2
+    copy_ms = best_ms(lambda: y.copy_(x))
+    read_ms = best_ms(lambda: x.sum(dtype=torch.float32))
     del x, y
     g = torch.Generator(device="cuda").manual_seed(0)
     a, b = (torch.randn(n, n, device="cuda", dtype=torch.bfloat16, generator=g) for _ in range(2))
-    mm_ms = median_ms(lambda: a @ b)
+    mm_ms = best_ms(lambda: a @ b)
     del a, b
     torch.cuda.empty_cache()
-    return {"device": torch.cuda.get_device_name(), "copy_bytes_per_s": 2 * (copy_bytes // 2) * 2 / (copy_ms / 1e3),
-            "bf16_flops_per_s": 2 * n**3 / (mm_ms / 1e3)}
+    return {"device": torch.cuda.get_device_name(), "copy_bytes_per_s": 2 * size / (copy_ms / 1e3),
+            "read_bytes_per_s": size / (read_ms / 1e3), "bf16_flops_per_s": 2 * n**3 / (mm_ms / 1e3)}
+
+
+def bandwidth_ceiling(ceilings: dict) -> float:
+    """Bytes/s a row's memory traffic may move at most: the larger of the measured copy and read
+    rates (:func:`measure_ceilings`; a copy only where the read was not measured)."""
+    return max(ceilings["copy_bytes_per_s"], ceilings.get("read_bytes_per_s", 0.0))
 
 
 def workload_shape(backbone: str = DEFAULT_BACKBONE, executor: str | os.PathLike | None = None) -> dict:
@@ -895,11 +911,15 @@ def workload_shape(backbone: str = DEFAULT_BACKBONE, executor: str | os.PathLike
     parameters (the random rank-8 one of the rows, or ``executor``'s own configuration).
 
     Returns:
-        ``{"params", "linear_params", "lora_params", "hidden", "vocab", "layers", "heads",
-        "kv_heads", "head_dim"}`` (ints; a tied LM head is counted once in ``params``).
+        ``{"params", "untied_embedding_params", "linear_params", "lora_params", "hidden", "vocab",
+        "layers", "heads", "kv_heads", "head_dim"}`` (ints; a tied LM head is counted once in
+        ``params``; an untied model's input embedding, of which a step reads only its tokens' rows,
+        is ``untied_embedding_params``, else 0).
 
     Raises:
-        FileNotFoundError, ValueError: a backbone :func:`policies.backbone.resolve_backbone` refuses.
+        FileNotFoundError, ValueError: a backbone :func:`policies.backbone.resolve_backbone` refuses,
+            a LoRA configuration peft cannot place, or a model without ``nn.Linear`` layers
+            (GPT-2's ``Conv1D``: its work would count as none).
     """
     import torch
     from peft import LoraConfig, get_peft_model
@@ -912,13 +932,18 @@ def workload_shape(backbone: str = DEFAULT_BACKBONE, executor: str | os.PathLike
         else AutoConfig.from_pretrained(resolve_backbone(backbone))  # a random shape: its config, no weights built
     with torch.device("meta"):
         model = AutoModelForCausalLM.from_config(config)
-        params = sum(p.numel() for p in model.parameters())
+        params = sum(p.numel() for p in model.parameters())  # a tied LM head once
+        embedding, head = model.get_input_embeddings().weight, model.get_output_embeddings()
+        untied = embedding.numel() if head is not None and head.weight is not embedding else 0
         linear = sum(m.weight.numel() for name, m in model.named_modules()
                      if isinstance(m, torch.nn.Linear) and name != "lm_head")
+        if not linear:
+            raise ValueError(f"{backbone}: no nn.Linear layers ({type(model).__name__}): its work is not counted here")
         peft_model = get_peft_model(model, LoraConfig.from_pretrained(str(executor)) if executor
                                     else lora_config(r=8, alpha=16))
         lora = sum(p.numel() for name, p in peft_model.named_parameters() if "lora_" in name)
-    return {"params": params, "linear_params": linear, "lora_params": lora, "hidden": config.hidden_size,
+    return {"params": params, "untied_embedding_params": untied, "linear_params": linear, "lora_params": lora,
+            "hidden": config.hidden_size,
             "vocab": config.vocab_size, "layers": config.num_hidden_layers, "heads": config.num_attention_heads,
             "kv_heads": config.num_key_value_heads,
             "head_dim": getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads}
@@ -927,50 +952,65 @@ def workload_shape(backbone: str = DEFAULT_BACKBONE, executor: str | os.PathLike
 def roofline(shape: dict, batch: int, ceilings: dict, prompt: int = PROMPT_TOKENS, new: int = NEW_TOKENS) -> dict:
     """The most generated tokens/s any engine can reach on a throughput row: ``batch`` prompts of
     ``prompt`` tokens, ``new`` tokens each, the adapter on every request, timed from the request to
-    the last token as the rows are — so a prefill, compute-bound, and ``new − 1`` decoding steps,
-    memory-bound, each phase taking at least the larger of its FLOPs over the card's matrix rate
-    and its bytes over its copy bandwidth (the roofline model; ``ceilings`` from
+    the last token as the rows are (the roofline model over the whole row; ``ceilings`` from
     :func:`measure_ceilings`, ``shape`` from :func:`workload_shape`).
 
-    Counted, in bf16: through the layers ``2 (P_lin + P_lora)`` FLOPs per token (every linear layer
-    and the LoRA factors), ``2 · hidden · vocab`` for the LM head of one token per sequence and
-    step, attention ``4 · layers · heads · head_dim`` FLOPs per (query, key) pair (``QKᵀ`` and
-    ``PV``; causal: ``L (L + 1) / 2`` pairs in a prefill of ``L``). Bytes: the weights once per
-    forward (``2 (P + P_lora)``: the model and the active adapter) and each sequence's K and V
-    (``2 · layers · kv_heads · head_dim · 2`` per token) — written by the prefill, read whole by
+    Whatever the schedule — prefills whole or in chunks beside decoding sequences — the row needs
+    every FLOP below at the card's matrix rate and every byte below at its bandwidth
+    (:func:`bandwidth_ceiling`), with compute and memory at best fully overlapped: it takes at
+    least ``max(FLOPs / rate, bytes / bandwidth)``. FLOPs, in bf16: ``2 (P_lin + P_lora)`` per token
+    through the layers (every linear layer and the LoRA factors: several adapters share the engine
+    in training, so none is merged), ``2 · hidden · vocab`` for the LM head of one token per
+    sequence and step, attention ``4 · layers · heads · head_dim`` per (query, key) pair (``QKᵀ``
+    and ``PV``; causal: ``L (L + 1) / 2`` pairs in a prefill of ``L``; decoding step ``j`` attends
+    to ``prompt + j`` keys). Bytes: each sequence needs ``new`` forwards one after the other (the
+    prefill, then ``new − 1`` decoding steps), so at least ``new`` steps, each reading the weights
+    once (``2 (P − P_untied_embedding + P_lora)``) — plus each sequence's K and V
+    (``2 · layers · kv_heads · head_dim · 2`` per token), written by the prefill and read whole by
     every decoding step. Left out, so the bound stays an upper one: activations, norms, rotary,
     sampling, launches and the host.
 
     Returns:
-        ``{"tokens_per_s", "prefill_s", "decode_s"}`` (floats, seconds for the whole row).
+        ``{"tokens_per_s", "compute_s", "memory_s", "prefill_s", "decode_s"}`` (floats; seconds for
+        the whole row): ``compute_s`` and ``memory_s`` the row's FLOPs and bytes at the ceilings
+        (the bound is ``batch · new / max`` of the two); ``prefill_s`` and ``decode_s`` each phase's
+        own bound when it runs alone — what a prefill timed alone compares with (the row's bound is
+        not their sum: a schedule may overlap the compute-bound prefill with memory-bound decoding).
     """
-    flops_s, bytes_s = ceilings["bf16_flops_per_s"], ceilings["copy_bytes_per_s"]
+    flops_s, bytes_s = ceilings["bf16_flops_per_s"], bandwidth_ceiling(ceilings)
     per_token = 2 * (shape["linear_params"] + shape["lora_params"])
     head = 2 * shape["hidden"] * shape["vocab"]
     pair = 4 * shape["layers"] * shape["heads"] * shape["head_dim"]
     kv = 2 * shape["layers"] * shape["kv_heads"] * shape["head_dim"] * 2
-    weights = 2 * (shape["params"] + shape["lora_params"])
-    prefill = max(batch * (prompt * per_token + head + pair * prompt * (prompt + 1) // 2) / flops_s,
-                  (weights + batch * prompt * kv) / bytes_s)
-    decode = sum(max(batch * (per_token + head + pair * (prompt + j)) / flops_s,
-                     (weights + batch * (prompt + j) * kv) / bytes_s) for j in range(1, new))
-    return {"tokens_per_s": batch * new / (prefill + decode), "prefill_s": prefill, "decode_s": decode}
+    weights = 2 * (shape["params"] - shape.get("untied_embedding_params", 0) + shape["lora_params"])
+    steps = range(1, new)  # decoding step j: the prompt and j generated tokens in the cache
+    prefill_flops = batch * (prompt * per_token + head + pair * prompt * (prompt + 1) // 2)
+    prefill_bytes = weights + batch * prompt * kv
+    decode_flops = sum(batch * (per_token + head + pair * (prompt + j)) for j in steps)
+    decode_bytes = sum(weights + batch * (prompt + j) * kv for j in steps)
+    compute, memory = (prefill_flops + decode_flops) / flops_s, (prefill_bytes + decode_bytes) / bytes_s
+    return {"tokens_per_s": batch * new / max(compute, memory), "compute_s": compute, "memory_s": memory,
+            "prefill_s": max(prefill_flops / flops_s, prefill_bytes / bytes_s),
+            "decode_s": max(decode_flops / flops_s, decode_bytes / bytes_s)}
 
 
 def bandwidth_floor(shape: dict, batch: int, bandwidth: float, context: float = PROMPT_TOKENS + NEW_TOKENS / 2) -> float:
     """Most generated tokens/s the memory bandwidth allows a decoding step alone (see the module
-    docstring): ``batch / ((W + batch · context · kv) / bandwidth)``. It leaves out the prefill,
-    which the throughput rows time too — :func:`roofline` counts both; this is the figure the
-    measurements before 2026-12-06 quoted (then always with the H200's 4.3 TB/s).
+    docstring): ``batch / ((W + batch · context · kv) / bandwidth)``. It leaves out the prefill's
+    FLOPs, which :func:`roofline` counts too (at these shapes the two are within 0.1 %: the rows are
+    memory-bound); the measurements before 2026-12-06 quoted it with the H200's 4.3 TB/s on every
+    card.
 
     Args:
-        shape: :func:`workload_shape`'s sizes (W = 2 · (params + lora_params) bytes in bf16).
+        shape: :func:`workload_shape`'s sizes (W = 2 · (params − untied_embedding_params +
+            lora_params) bytes in bf16).
         batch: sequences decoded per step.
-        bandwidth: bytes/s (:func:`measure_ceilings`' ``copy_bytes_per_s``).
+        bandwidth: bytes/s (:func:`bandwidth_ceiling`).
         context: mean tokens in each sequence's KV cache during decoding.
     """
     kv = 2 * shape["layers"] * shape["kv_heads"] * shape["head_dim"] * 2
-    return batch / ((2 * (shape["params"] + shape["lora_params"]) + batch * context * kv) / bandwidth)
+    weights = 2 * (shape["params"] - shape.get("untied_embedding_params", 0) + shape["lora_params"])
+    return batch / ((weights + batch * context * kv) / bandwidth)
 
 
 def gradient_agreement(n_seqs: int = 8, length: int = 256, completion: int = 64, seed: int = 0,
@@ -1235,18 +1275,25 @@ def run(parts: tuple[str, ...] = ("consistency", "throughput"), labels=None, par
                              + (["transformers"] if "throughput" in parts or "rollout" in parts else [])
                              + (["gradient"] if "consistency" in parts else [])))
     results = {}
-    card = measure_in_subprocess("ceilings", ("throughput",), timeout=300, backbone=backbone) \
-        if "throughput" in parts else {}
+    bound: dict = {}  # the card's ceilings and the rows' work, before any configuration runs
+    if "throughput" in parts:
+        try:
+            bound["workload"] = workload_shape(backbone, executor)
+        except Exception as exc:  # the rates matter more than their bound: measure them anyway
+            bound["workload_error"] = f"{type(exc).__name__}: {exc}"
+        card = measure_in_subprocess("ceilings", ("throughput",), timeout=300, backbone=backbone)
+        bound.update({"ceilings": card["ceilings"]} if "ceilings" in card
+                     else {"ceilings_error": card.get("error", f"no ceilings in {sorted(card)}")})
     for lb in labels:
         results[lb] = measure_in_subprocess(lb, parts, timeout=timeout, backbone=backbone, executor=executor,
                                             repeats=repeats)
         print(f"{lb}: {'failed' if 'error' in results[lb] else 'done'} in {results[lb].get('wall_seconds', '?')} s",
               flush=True)
         if partial is not None:
-            atomic_write_text(partial, json.dumps({"configs": results}, indent=1))
+            atomic_write_text(partial, json.dumps({**bound, "configs": results}, indent=1))
     out: dict = {"model": f"{backbone} bf16 + LoRA r=8 role adapters (none in the -base rows)", "backbone": backbone,
                  "executor_adapter": str(executor) if executor else "random (r 8, seed 10, scale 0.05)",
-                 "repeats": repeats, "configs": results}
+                 "repeats": repeats, **bound, "configs": results}
     con = make_console()  # 132 columns in a log (the device machine's output): rich's 80 cut the headers
     for lb, r in results.items():
         if "error" in r:
@@ -1279,20 +1326,20 @@ def run(parts: tuple[str, ...] = ("consistency", "throughput"), labels=None, par
         con.print(table)
     if "throughput" in parts:
         rate = {lb: r["throughput"] for lb, r in results.items() if r.get("throughput")}
-        ceilings = card.get("ceilings")
-        if "error" in card:
-            out["ceilings_error"] = card["error"]
-            con.print(f"[red]the card's ceilings were not measured: {card['error'][-500:]}[/red]")
+        for key, what in (("ceilings_error", "the card's ceilings"), ("workload_error", "the rows' work")):
+            if key in out:
+                con.print(f"[red]{what} could not be measured, so no roofline: {out[key][-500:]}[/red]")
         limits = {}
-        if ceilings and rate:
-            shape = workload_shape(backbone, executor)
-            limits = {str(b): roofline(shape, b, ceilings) for b in BATCHES}
-            out.update(workload=shape, ceilings=ceilings, roofline=limits,
-                       floor={str(b): bandwidth_floor(shape, b, ceilings["copy_bytes_per_s"]) for b in BATCHES})
-            con.print(f"roofline on {ceilings['device']} (measured: copy {ceilings['copy_bytes_per_s'] / 1e12:.2f} TB/s, "
-                      f"bf16 matrix product {ceilings['bf16_flops_per_s'] / 1e12:.0f} TFLOP/s): " + "; ".join(
-                          f"B = {b}: {v['tokens_per_s']:,.0f} tokens/s (prefill >= {v['prefill_s'] * 1e3:,.0f} ms, "
-                          f"decode >= {v['decode_s'] * 1e3:,.0f} ms)" for b, v in limits.items()))
+        if "ceilings" in out and "workload" in out:
+            card, shape = out["ceilings"], out["workload"]
+            limits = {str(b): roofline(shape, b, card) for b in BATCHES}
+            out.update(roofline=limits, floor={str(b): bandwidth_floor(shape, b, bandwidth_ceiling(card)) for b in BATCHES})
+            read = f", read {card['read_bytes_per_s'] / 1e12:.2f} TB/s" if "read_bytes_per_s" in card else ""
+            con.print(f"roofline on {card['device']} (measured: copy {card['copy_bytes_per_s'] / 1e12:.2f} TB/s{read}, "
+                      f"bf16 matrix product {card['bf16_flops_per_s'] / 1e12:.0f} TFLOP/s): " + "; ".join(
+                          f"B = {b}: {v['tokens_per_s']:,.0f} tokens/s (compute >= {v['compute_s'] * 1e3:,.0f} ms, "
+                          f"memory >= {v['memory_s'] * 1e3:,.0f} ms; a prefill alone >= {v['prefill_s'] * 1e3:,.0f} ms)"
+                          for b, v in limits.items()))
         table = Table(title=f"Generated tokens/s on CUDA: {PROMPT_TOKENS}-token prompts, {NEW_TOKENS} new tokens, "
                             f"executor adapter on every request (none in -base rows), median of {repeats}; "
                             "prefill: the same requests with one new token")
