@@ -906,9 +906,10 @@ def bandwidth_ceiling(ceilings: dict) -> float:
 
 def workload_shape(backbone: str = DEFAULT_BACKBONE, executor: str | os.PathLike | None = None) -> dict:
     """What the throughput rows' work is made of, counted on a ``meta``-device copy of the backbone
-    (no weights are read; a ``random:<shape>`` backbone needs no checkpoint at all): the model's sizes, its parameters, those of the linear layers a token
-    passes through (every ``nn.Linear`` but the LM head) and the executor adapter's LoRA
-    parameters (the random rank-8 one of the rows, or ``executor``'s own configuration).
+    (no weights are read; a ``random:<shape>`` backbone needs no checkpoint at all): the model's
+    sizes, its parameters, those of the linear layers a token passes through (every ``nn.Linear``
+    but the LM head) and the executor adapter's LoRA parameters (the random rank-8 one of the rows,
+    or ``executor``'s own configuration).
 
     Returns:
         ``{"params", "untied_embedding_params", "linear_params", "lora_params", "hidden", "vocab",
@@ -949,6 +950,14 @@ def workload_shape(backbone: str = DEFAULT_BACKBONE, executor: str | os.PathLike
             "head_dim": getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads}
 
 
+def _step_bytes(shape: dict) -> tuple[int, int]:
+    """(bytes of weights one forward step reads, K and V bytes per cached token), bf16: the model
+    less an untied input embedding (a step reads only its tokens' rows) plus the active adapter;
+    ``2 · layers · kv_heads · head_dim · 2``."""
+    weights = 2 * (shape["params"] - shape.get("untied_embedding_params", 0) + shape["lora_params"])
+    return weights, 2 * shape["layers"] * shape["kv_heads"] * shape["head_dim"] * 2
+
+
 def roofline(shape: dict, batch: int, ceilings: dict, prompt: int = PROMPT_TOKENS, new: int = NEW_TOKENS) -> dict:
     """The most generated tokens/s any engine can reach on a throughput row: ``batch`` prompts of
     ``prompt`` tokens, ``new`` tokens each, the adapter on every request, timed from the request to
@@ -981,8 +990,7 @@ def roofline(shape: dict, batch: int, ceilings: dict, prompt: int = PROMPT_TOKEN
     per_token = 2 * (shape["linear_params"] + shape["lora_params"])
     head = 2 * shape["hidden"] * shape["vocab"]
     pair = 4 * shape["layers"] * shape["heads"] * shape["head_dim"]
-    kv = 2 * shape["layers"] * shape["kv_heads"] * shape["head_dim"] * 2
-    weights = 2 * (shape["params"] - shape.get("untied_embedding_params", 0) + shape["lora_params"])
+    weights, kv = _step_bytes(shape)
     steps = range(1, new)  # decoding step j: the prompt and j generated tokens in the cache
     prefill_flops = batch * (prompt * per_token + head + pair * prompt * (prompt + 1) // 2)
     prefill_bytes = weights + batch * prompt * kv
@@ -1008,8 +1016,7 @@ def bandwidth_floor(shape: dict, batch: int, bandwidth: float, context: float = 
         bandwidth: bytes/s (:func:`bandwidth_ceiling`).
         context: mean tokens in each sequence's KV cache during decoding.
     """
-    kv = 2 * shape["layers"] * shape["kv_heads"] * shape["head_dim"] * 2
-    weights = 2 * (shape["params"] - shape.get("untied_embedding_params", 0) + shape["lora_params"])
+    weights, kv = _step_bytes(shape)
     return batch / ((weights + batch * context * kv) / bandwidth)
 
 
