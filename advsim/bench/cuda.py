@@ -136,12 +136,14 @@ OVERRIDES = {
     "cuda_graphs": bool,
     "attention_backend": str,
     "enable_prefix_caching": bool,
+    "lora_shrink": str,
 }
 """The :class:`policies.engines.VLLMEngine` settings a label may override, and their types
 (``true``/``false`` for bool; ``consistent`` is the choice of base, not an override). An int is
 ASCII digits below 2**31; ``attention_backend`` a vLLM backend name (upper-case letters, digits,
-``_``); ``cublas_workspace_config`` what the engine accepts."""
-CONTRACT_ONLY = ("cublas_linear", "cublas_workspace_config")
+``_``); ``cublas_workspace_config`` what the engine accepts; ``lora_shrink`` ``vllm`` or a tile
+``ROWSxK`` (:func:`policies.vllm_lora_shrink.parse_tile`)."""
+CONTRACT_ONLY = ("cublas_linear", "cublas_workspace_config", "lora_shrink")
 """Overrides the engine applies in batch-invariant mode only: refused on a ``default`` base,
 where the engine would ignore them."""
 EARLIER_LABELS = {
@@ -215,6 +217,7 @@ def engine_settings(label: str) -> dict:
     """
     from policies.engines.vllm_engine import batched_tokens
     from policies.vllm_cuda_patches import workspace_value
+    from policies.vllm_lora_shrink import parse_tile
 
     head, *pairs = label.split("+")
     base, *inherited = EARLIER_LABELS.get(head, head).split("+")
@@ -239,6 +242,8 @@ def engine_settings(label: str) -> dict:
     try:
         if "cublas_workspace_config" in out:
             workspace_value(out["cublas_workspace_config"])
+        if "lora_shrink" in out:
+            parse_tile(out["lora_shrink"])
         if "max_num_batched_tokens" in out:
             batched_tokens("cuda", out["consistent"], out["max_num_batched_tokens"], BENCH_MAX_MODEL_LEN)
     except ValueError as exc:
@@ -1140,6 +1145,7 @@ def measure(label: str, parts: tuple[str, ...], backbone: str = DEFAULT_BACKBONE
         out["sampler"] = engine.sampler
         out["detokenize"] = engine.detokenize
         out["cublas_workspace_config"] = engine.cublas_workspace_config
+        out["lora_shrink"] = engine.lora_shrink
         for r in ROLES if lora else ():
             engine.add_adapter(f"{r}@0", executor if r == "executor" and executor else root / f"{r}@0")
         vocab = model.config.vocab_size

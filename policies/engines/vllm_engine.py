@@ -125,6 +125,50 @@ def _speed_options(device: str, consistent: bool, batched_sampler: bool | None,
             (not cuda_contract) if detokenize is None else bool(detokenize))
 
 
+VLLM_SHRINK = "vllm"  # VLLMEngine(lora_shrink=…): vLLM's own LoRA shrink config
+
+
+def _lora_shrink_tile(setting: str, device: str, consistent: bool) -> tuple[int, int] | None:
+    """The ``(block_m, block_k)`` a ``VLLMEngine(lora_shrink=…)`` asks for, None for vLLM's config.
+
+    Raises:
+        ValueError: a malformed setting, or a tile off CUDA or without ``consistent`` (vLLM's
+            split-K shrink runs there; the patch is for its batch-invariant mode).
+    """
+    from policies.vllm_lora_shrink import parse_tile
+
+    tile = parse_tile(setting)
+    if tile is not None and not (device == "cuda" and consistent):
+        raise ValueError(f"lora_shrink {setting!r} is for vLLM on CUDA with consistent=True (its batch-invariant "
+                         f"LoRA shrink); here device is {device!r}, consistent={consistent}")
+    return tile
+
+
+def _install_lora_shrink(tile: tuple[int, int] | None) -> str:
+    """Install the LoRA shrink tile (:mod:`policies.vllm_lora_shrink`) and return the engine's
+    ``lora_shrink`` record: ``"MxK"``, or ``"vllm"`` when none is asked and none is installed.
+
+    Raises:
+        ValueError: a tile asked for cannot install (another vLLM version or layout, another tile
+            already installed in this process): running vLLM's config instead would make the
+            record wrong.
+    """
+    from policies import vllm_lora_shrink
+
+    have = vllm_lora_shrink.installed_tile()
+    if tile is None:
+        if have is not None:
+            log.warning("VLLMEngine(lora_shrink='vllm') in a process where the LoRA shrink tile %dx%d is "
+                        "installed: it runs with that tile", *have)
+            return f"{have[0]}x{have[1]}"
+        return VLLM_SHRINK
+    ok, why = vllm_lora_shrink.install(*tile)
+    if not ok:
+        raise ValueError(f"lora_shrink {tile[0]}x{tile[1]}: {why}; set engine.lora_shrink: vllm to keep vLLM's "
+                         "own shrink config")
+    return f"{tile[0]}x{tile[1]}"
+
+
 CUDA_BATCHED_TOKENS = 32768
 """Tokens per engine step for the contract on CUDA when none is given (see :func:`batched_tokens`)."""
 
@@ -308,6 +352,11 @@ class VLLMEngine:
             shapes 6,224 / 8,088, 3 % / 6 % above 2026-12-04b's contract (6,052 / 7,614, another machine).
             Only the CPU's equality of text is tested, for SmolLM2's byte-level BPE: a
             SentencePiece tokenizer may decode a completion's first word differently (:meth:`_text`).
+        lora_shrink: CUDA with ``consistent=True`` only: ``"vllm"`` (default) keeps vLLM 0.22's
+            batch-invariant LoRA shrink config (32-row tiles; a K step of 256 below 128 rows, 32
+            from 128 up, split-K off); ``"MxK"`` (e.g. ``"16x256"``) gives the shrink one tile of
+            M rows by a K step of K at every batch size (:mod:`policies.vllm_lora_shrink`).
+            Process-wide once installed; ``lora_shrink`` says which ran.
 
     The batch-invariant mode is process-wide (vLLM reads it at import): every VLLMEngine of a
     process on CUDA must agree on ``consistent``; a second one that does not raises
@@ -320,7 +369,7 @@ class VLLMEngine:
     Raises:
         ValueError: ``device``/``dtype`` this build cannot run (:func:`check_engine_settings`), a
             ``cublas_workspace_config`` that is not ``"unset"``, ``"vllm"`` or one PyTorch parses, or
-            other than ``"vllm"`` on CUDA where vLLM has no ``init_batch_invariance`` to wrap, ``batched_sampler=True`` off CUDA or refused here (another vLLM version, no Triton), or ``max_num_batched_tokens`` below ``max_model_len``.
+            other than ``"vllm"`` on CUDA where vLLM has no ``init_batch_invariance`` to wrap, ``batched_sampler=True`` off CUDA or refused here (another vLLM version, no Triton), ``max_num_batched_tokens`` below ``max_model_len``, or a ``lora_shrink`` that is malformed, off CUDA or without ``consistent``, or cannot install here.
     """
 
     request_type = GenerationRequest  # what generate() takes (judges build requests from it)
@@ -335,13 +384,15 @@ class VLLMEngine:
                  dtype: str = "float32", cuda_graphs: bool = True,
                  attention_backend: str | None = None, gpu_memory_utilization: float = 0.9,
                  cublas_linear: bool = True, batched_sampler: bool | None = None,
-                 detokenize: bool | None = None, cublas_workspace_config: str = "unset") -> None:
+                 detokenize: bool | None = None, cublas_workspace_config: str = "unset",
+                 lora_shrink: str = "vllm") -> None:
         from policies.backbone import cache_root, load_tokenizer, resolve_backbone
 
         check_engine_settings("vllm", device, dtype)
         if batched_sampler and device != "cuda":
             raise ValueError(f"batched_sampler is for vLLM on CUDA (vLLM 0.22's sampler); device is {device!r}")
         workspace = workspace_value(cublas_workspace_config)  # the variable's value (None: unset); ValueError
+        shrink_tile = _lora_shrink_tile(lora_shrink, device, consistent)  # ValueError
         sampler_asked = batched_sampler is not None
         batched_sampler, detokenize = _speed_options(device, consistent, batched_sampler, detokenize)
         max_num_batched_tokens = batched_tokens(device, consistent, max_num_batched_tokens, max_model_len)
@@ -378,6 +429,9 @@ class VLLMEngine:
                 path, consistent, cublas_linear, max_num_batched_tokens, workspace)
             (log.warning if consistent and cublas_linear and self.linear_kernel != "cublas" else log.info)(
                 "VLLMEngine linear layers: %s (%s)", self.linear_kernel, self.linear_kernel_reason)
+        self.lora_shrink = VLLM_SHRINK
+        if device == "cuda" and consistent and enable_lora:
+            self.lora_shrink = _install_lora_shrink(shrink_tile)
         self.sampler = "vllm (one generator per seeded request)"  # CUDA: or the batched Philox sampler
         if batched_sampler:
             self.sampler = _install_sampler(asked=sampler_asked) or self.sampler
