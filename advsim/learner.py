@@ -227,7 +227,8 @@ class Learner:
         on CUDA, ``"linear_kernel"`` (``"cublas"``, ``"triton"`` — vLLM's batch-invariant matmul — or
         ``"vllm default"``) and ``"linear_kernel_reason"`` (the proof or the reason for a fallback,
         :class:`policies.engines.VLLMEngine`), so a report names the kernels its diff = 0 was measured on,
-        and for vLLM ``"max_num_batched_tokens"`` (the tokens one engine step held)."""
+        ``"lora_shrink"`` (the LoRA shrink tile, ``"16x256"`` or ``"vllm"``), and for vLLM
+        ``"max_num_batched_tokens"`` (the tokens one engine step held)."""
         if self._engine is None:
             return None
         e = self.cfg.engine
@@ -236,6 +237,9 @@ class Learner:
         if kernel:
             out["linear_kernel"] = kernel
             out["linear_kernel_reason"] = getattr(self._engine, "linear_kernel_reason", "")
+        shrink = getattr(self._engine, "lora_shrink", None)
+        if shrink and e.device == "cuda":
+            out["lora_shrink"] = shrink
         budget = getattr(self._engine, "max_num_batched_tokens", None)
         if isinstance(budget, int):
             out["max_num_batched_tokens"] = budget

@@ -336,7 +336,9 @@ def engine_lines(events: list[dict]) -> list[str]:
         eng = e.get("engine")
         text = ((f"{eng['kind']} engine (`{eng.get('class', '?')}`) on {eng['device']}, {eng['dtype']}"
                  + (f"; linear layers: {eng['linear_kernel']} ({eng.get('linear_kernel_reason', '')})"
-                    if eng.get("linear_kernel") else "")) if eng else "engine not recorded")
+                    if eng.get("linear_kernel") else "")
+                 + (f"; LoRA shrink tile: {eng['lora_shrink']}" if eng.get("lora_shrink") else ""))
+                if eng else "engine not recorded")
         engines.setdefault(text, []).append(f"{e['stage']}.{e['iteration']}")
     if list(engines) == ["engine not recorded"] or not engines:
         return []

@@ -145,7 +145,10 @@ def test_batched_sampler_is_cuda_only_and_a_contract_bench_row(monkeypatch):
     es = cuda.engine_settings
     full = es("contract-full")
     assert full == {**cuda.CONFIGS["contract"], "cublas_linear": True, "batched_sampler": False, "detokenize": True,
-                    "cublas_workspace_config": "vllm", "max_num_batched_tokens": 8192}
+                    "cublas_workspace_config": "vllm", "max_num_batched_tokens": 8192, "lora_shrink": "vllm"}
+    # every measured contract label before 2026-12-06b ran vLLM's shrink tile; today's contract runs 16x256
+    assert es("contract-shrink-vllm") == {**cuda.CONFIGS["contract"], "lora_shrink": "vllm"}
+    assert es("contract-mnbt32k")["lora_shrink"] == "vllm" and "lora_shrink" not in es("default-mnbt32k")
     # 2026-12-05a's label: contract-ws16 with the two options (today's defaults) stated
     assert es("contract-light") == {**es("contract-ws16"), "batched_sampler": True, "detokenize": False}
     assert es("contract-sampler") == {**full, "batched_sampler": True}
@@ -876,7 +879,7 @@ def test_cuda_bench_names_an_unknown_configuration_before_anything_runs():
                                          r"contract-eager, contract-fa3, contract-triton, default, default-base; "
                                          r"labels of earlier measurements: contract-cublas, contract-full, "
                                          r"contract-sampler, contract-light, contract-ws16, contract-nows, "
-                                         r"contract-mnbt8k, contract-mnbt32k, contract-ws4096, default-mnbt32k "
+                                         r"contract-mnbt8k, contract-mnbt32k, contract-ws4096, contract-shrink-vllm, default-mnbt32k "
                                          r"\(other labels: transformers, transformers-base, transformers-dynamic, "
                                          r"gradient; a vLLM configuration takes overrides, e.g. "
                                          r"contract\+max_num_batched_tokens=8192\)"):
@@ -1287,7 +1290,7 @@ def test_a_misspelt_field_or_section_names_the_closest_one(tmp_path, monkeypatch
         config_from_dict(data)
     assert str(exc.value) == ("engine.zzzz: unknown field (known: kind, device, dtype, consistency, max_model_len, "
                               "kv_cache_gib, threads, max_num_seqs, gpu_memory_utilization, cuda_graphs, cublas_linear, "
-                              "batched_sampler, detokenize, cublas_workspace_config, max_num_batched_tokens); "
+                              "batched_sampler, detokenize, cublas_workspace_config, lora_shrink, max_num_batched_tokens); "
                               "optim.learnig_rate: unknown field (did you mean learning_rate?)")
     data = yaml.safe_load(DEMO.read_text())
     data["stage_1"] = data.pop("stage1")

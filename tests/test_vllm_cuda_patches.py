@@ -295,12 +295,13 @@ def test_batched_sampler_and_detokenize_defaults_by_device_and_old_runs_keep_the
     cpu = config_from_dict(TINY)
     cpu_run = RunDir(tmp_path / "cpu")
     legacy_cpu = cpu.to_dict()
-    for k in ("batched_sampler", "detokenize", "cublas_linear", "cublas_workspace_config", "max_num_batched_tokens"):
+    for k in ("batched_sampler", "detokenize", "cublas_linear", "cublas_workspace_config", "lora_shrink",
+              "max_num_batched_tokens"):
         del legacy_cpu["engine"][k]
     (cpu_run.path / "config.yaml").write_text(yaml.safe_dump(legacy_cpu))
     assert cpu_run.config_changes(cpu) == []
     assert cpu_run.fields_added_since() == ["engine.cublas_linear", "engine.batched_sampler", "engine.detokenize",
-                                            "engine.cublas_workspace_config"]
+                                            "engine.cublas_workspace_config", "engine.lora_shrink"]
     # the digest drops fields at their legacy value: by hand, the config without them (and without
     # the resumable fields) and advsim's version, as a run saved before the fields existed hashed it
     import hashlib
@@ -309,8 +310,8 @@ def test_batched_sampler_and_detokenize_defaults_by_device_and_old_runs_keep_the
     from advsim import __version__
 
     d = cpu.to_dict()
-    for k in ("batched_sampler", "detokenize", "cublas_linear", "cublas_workspace_config", "kv_cache_gib",
-              "gpu_memory_utilization", "max_num_batched_tokens"):
+    for k in ("batched_sampler", "detokenize", "cublas_linear", "cublas_workspace_config", "lora_shrink",
+              "kv_cache_gib", "gpu_memory_utilization", "max_num_batched_tokens"):
         del d["engine"][k]
     del d["name"], d["stages"]
     by_hand = hashlib.sha256(json.dumps([d, __version__], sort_keys=True, default=repr).encode()).hexdigest()[:16]

@@ -94,3 +94,64 @@ def test_bench_label_takes_the_tile_on_the_contract_only():
         engine_settings("default+lora_shrink=16x256")
     with pytest.raises(ValueError, match="'contract\\+lora_shrink=16x257': lora_shrink must be"):
         engine_settings("contract+lora_shrink=16x257")
+
+
+def test_config_field_defaults_to_the_tile_on_vllm_cuda_and_old_runs_keep_vllms(monkeypatch, tmp_path):
+    """engine.lora_shrink: null resolves to '16x256' for vLLM on CUDA (the measured choice) and to
+    'vllm' elsewhere, where a tile is an error; make_engine passes it on. A CUDA run saved before the
+    field existed ran vLLM's tile: resuming it under today's default is a change whose error says
+    to write 'vllm', which then resumes."""
+    import yaml
+
+    import advsim.config as config_mod
+    from advsim.config import ConfigError, EngineConfig, config_from_dict
+    from advsim.run import RunDir
+    from advsim.train import RunExistsError, check_run_dir
+    from policies.engines import base
+    from tests.test_train import TINY
+    from tests.test_vllm_cuda_patches import _capture_vllm_engine_kwargs
+
+    assert EngineConfig().lora_shrink == "vllm"
+    with pytest.raises(ConfigError, match=r"engine.lora_shrink is for vLLM on CUDA .*kind 'vllm' on 'cpu', where it "
+                                          r"stays 'vllm'"):
+        config_from_dict({"engine": {"kind": "vllm", "device": "cpu", "lora_shrink": "16x256"}})
+    monkeypatch.setattr("policies.engines.check_engine_settings", lambda *a, **k: None)
+    monkeypatch.setattr(config_mod, "_memory_gib", lambda device="cpu": 141)
+    cuda = {**TINY["engine"], "kind": "vllm", "device": "cuda", "dtype": "bfloat16"}
+    assert EngineConfig(kind="vllm", device="cuda", dtype="bfloat16").lora_shrink == "16x256"
+    assert EngineConfig(kind="torch", device="cuda", dtype="bfloat16").lora_shrink == "vllm"
+    for good in ("vllm", "32x64"):
+        assert config_from_dict({**TINY, "engine": {**cuda, "lora_shrink": good}}).engine.lora_shrink == good
+    with pytest.raises(ConfigError, match=r"engine.lora_shrink must be 'vllm' or ROWSxK .*got '16x100'"):
+        config_from_dict({**TINY, "engine": {**cuda, "lora_shrink": "16x100"}})
+    with pytest.raises(ConfigError, match="lora_shrink"):
+        config_from_dict({**TINY, "engine": {**cuda, "lora_shrink": 16}})
+
+    got = _capture_vllm_engine_kwargs(monkeypatch)
+    cfg = config_from_dict({**TINY, "engine": cuda})
+    base.make_engine(cfg.engine, backbone="x")
+    assert got["lora_shrink"] == "16x256"
+
+    run = RunDir(tmp_path / "run")
+    legacy = cfg.to_dict()
+    del legacy["engine"]["lora_shrink"]  # saved before the field existed
+    (run.path / "config.yaml").write_text(yaml.safe_dump(legacy))
+    assert run.saved_config().engine.lora_shrink == "vllm"
+    assert run.config_changes(cfg) == ["engine.lora_shrink: 'vllm' -> '16x256'"]
+    monkeypatch.setattr(run, "latest", lambda: ("capability-iter-1", {}))
+    with pytest.raises(RunExistsError, match=r"\(engine.lora_shrink: 'vllm' is what this run used: its config.yaml "
+                                             r"predates the field"):
+        check_run_dir(cfg, run, resume=True)
+    check_run_dir(config_from_dict({**TINY, "engine": {**cuda, "lora_shrink": "vllm"}}), run, resume=True)
+
+
+def test_engine_default_is_the_tile_for_the_cuda_contract_only():
+    import inspect
+
+    from policies.engines.vllm_engine import CUDA_SHRINK, VLLMEngine, _lora_shrink_tile
+
+    assert inspect.signature(VLLMEngine).parameters["lora_shrink"].default is None
+    assert CUDA_SHRINK == "16x256" and _lora_shrink_tile(CUDA_SHRINK, "cuda", True) == (16, 256)
+    assert _lora_shrink_tile("vllm", "cuda", False) is None and _lora_shrink_tile("vllm", "cpu", True) is None
+    with pytest.raises(ValueError, match="consistent=False"):
+        _lora_shrink_tile("16x256", "cuda", False)  # the negative control keeps vLLM's split-K shrink

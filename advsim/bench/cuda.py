@@ -106,7 +106,8 @@ linear layers and LM head on cuBLAS without split-K where the engine proves it r
 start (:mod:`policies.vllm_cuda_patches`), every seeded request's sampling noise in one launch
 (:mod:`policies.vllm_seeded_sampler`), no per-step detokenization (token ids and flat log-probs
 only, text decoded once per completion), ``CUBLAS_WORKSPACE_CONFIG`` unset (vLLM sets ``:16:8``: up
-to ~85 µs of host time per eager matmul) and 32,768 batched tokens per engine step: what training
+to ~85 µs of host time per eager matmul), one 16-row × 256 LoRA shrink tile at every batch size
+(:mod:`policies.vllm_lora_shrink`) and 32,768 batched tokens per engine step: what training
 runs. ``contract-eager``, ``contract-fa3`` (FlashAttention 3) and ``contract-triton`` (vLLM 0.22's
 batch-invariant Triton matmul for the linear layers, the contract's kernel before 2026-12-04)
 change one of those choices each: they show whether it is needed, or what it costs, on a card.
@@ -148,22 +149,23 @@ CONTRACT_ONLY = ("cublas_linear", "cublas_workspace_config", "lora_shrink")
 where the engine would ignore them."""
 EARLIER_LABELS = {
     "contract-cublas": "contract+cublas_linear=true+batched_sampler=false+detokenize=true"
-                       "+cublas_workspace_config=vllm+max_num_batched_tokens=8192",
+                       "+cublas_workspace_config=vllm+max_num_batched_tokens=8192+lora_shrink=vllm",
     "contract-full": "contract+cublas_linear=true+batched_sampler=false+detokenize=true"
-                     "+cublas_workspace_config=vllm+max_num_batched_tokens=8192",
+                     "+cublas_workspace_config=vllm+max_num_batched_tokens=8192+lora_shrink=vllm",
     "contract-sampler": "contract+cublas_linear=true+batched_sampler=true+detokenize=true"
-                        "+cublas_workspace_config=vllm+max_num_batched_tokens=8192",
+                        "+cublas_workspace_config=vllm+max_num_batched_tokens=8192+lora_shrink=vllm",
     "contract-light": "contract+cublas_linear=true+batched_sampler=true+detokenize=false"
-                      "+cublas_workspace_config=vllm+max_num_batched_tokens=8192",
+                      "+cublas_workspace_config=vllm+max_num_batched_tokens=8192+lora_shrink=vllm",
     "contract-ws16": "contract+cublas_linear=true+batched_sampler=true+detokenize=false"
-                     "+cublas_workspace_config=vllm+max_num_batched_tokens=8192",
+                     "+cublas_workspace_config=vllm+max_num_batched_tokens=8192+lora_shrink=vllm",
     "contract-nows": "contract+cublas_linear=true+batched_sampler=true+detokenize=false"
-                     "+cublas_workspace_config=unset+max_num_batched_tokens=8192",
+                     "+cublas_workspace_config=unset+max_num_batched_tokens=8192+lora_shrink=vllm",
     "contract-mnbt8k": "contract+cublas_linear=true+batched_sampler=true+detokenize=false"
-                       "+cublas_workspace_config=unset+max_num_batched_tokens=8192",
+                       "+cublas_workspace_config=unset+max_num_batched_tokens=8192+lora_shrink=vllm",
     "contract-mnbt32k": "contract+cublas_linear=true+batched_sampler=true+detokenize=false"
-                        "+cublas_workspace_config=unset+max_num_batched_tokens=32768",
+                        "+cublas_workspace_config=unset+max_num_batched_tokens=32768+lora_shrink=vllm",
     "contract-ws4096": "contract+cublas_workspace_config=:4096:8",
+    "contract-shrink-vllm": "contract+lora_shrink=vllm",
     "default-mnbt32k": "default+max_num_batched_tokens=32768",
 }
 """Labels of earlier measurements (``results/``, ``docs/gpu.md``) → the engine they measured,
@@ -175,7 +177,9 @@ tokens (the contract of 2026-12-04/05); ``contract-sampler``: that with the batc
 detokenization too (2026-12-05a); ``contract-nows`` and ``contract-mnbt8k``: with the variable
 unset as well (2026-12-05b); ``contract-mnbt32k``: with 32,768 batched tokens (= ``contract``
 since 2026-12-05c, ``results/h100-mnbt32k-2026-12-05``); ``contract-ws4096`` keeps ``:4096:8``
-(unmeasured); ``default-mnbt32k``: vLLM's default at 32,768 batched tokens."""
+(unmeasured); ``default-mnbt32k``: vLLM's default at 32,768 batched tokens. Every measured contract
+label before 2026-12-06b ran vLLM's own LoRA shrink tile; ``contract-shrink-vllm`` is today's contract
+with it (``contract`` runs ``16x256`` since, ``results/h100-lora-shrink-2026-12-06``)."""
 BENCH_MAX_MODEL_LEN = 4096  # tokens: every vLLM engine of the bench
 
 

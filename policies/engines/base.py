@@ -195,6 +195,7 @@ class EngineSettings(Protocol):
     # gpu_memory_utilization (float, vLLM on CUDA; default 0.9), cublas_linear (bool, vLLM on CUDA; default True),
     # batched_sampler and detokenize (bool or None, vLLM; default None: VLLMEngine's choice by device),
     # cublas_workspace_config (str, vLLM on CUDA; default "unset"),
+    # lora_shrink (str or None, vLLM on CUDA; default None: VLLMEngine's choice by device),
     # max_num_batched_tokens (int or None, vLLM; default None: VLLMEngine's choice by device)
 
 
@@ -207,7 +208,7 @@ def make_engine(settings: EngineSettings, *, backbone: str | os.PathLike | None 
         settings: kind (``vllm | torch``), device (``cpu | cuda``), dtype, max_model_len,
             kv_cache_gib, threads, max_num_seqs and, optionally, cuda_graphs,
             gpu_memory_utilization, cublas_linear, batched_sampler, detokenize,
-            cublas_workspace_config and max_num_batched_tokens (see
+            cublas_workspace_config, lora_shrink and max_num_batched_tokens (see
             ``advsim.config.EngineConfig`` for their meaning).
         backbone: ``kind="vllm"``: backbone name or local checkpoint folder the engine loads.
         model, tokenizer: ``kind="torch"``: the trainer's own peft model (with the role adapter
@@ -243,6 +244,7 @@ def make_engine(settings: EngineSettings, *, backbone: str | os.PathLike | None 
                           batched_sampler=getattr(settings, "batched_sampler", None),
                           detokenize=getattr(settings, "detokenize", None),
                           cublas_workspace_config=getattr(settings, "cublas_workspace_config", "unset"),
+                          lora_shrink=getattr(settings, "lora_shrink", None),
                           max_num_batched_tokens=getattr(settings, "max_num_batched_tokens", None))
     if model is None or tokenizer is None:
         raise ValueError("make_engine: engine.kind 'torch' runs on the trainer's model: pass model= and tokenizer=")
