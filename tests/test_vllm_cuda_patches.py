@@ -461,6 +461,34 @@ def test_workspace_config_is_checked_and_kept_after_vllms_init(monkeypatch):
         assert cuda.is_contract(label) and label not in cuda.DEFAULT_LABELS
 
 
+def assert_a_run_saved_before_the_field_resumes_with_its_value(monkeypatch, tmp_path, cfg, field: str, legacy: str,
+                                                               default: str):
+    """A run whose ``config.yaml`` lacks ``engine.<field>`` (saved before it existed) reads back
+    with ``legacy``, the value it ran; resuming it under ``cfg`` (where the field is ``default``)
+    is a change whose error names the legacy value, and writing ``legacy`` resumes. Returns the
+    RunDir."""
+    import yaml
+
+    from advsim.config import config_from_dict
+    from advsim.run import RunDir
+    from advsim.train import RunExistsError, check_run_dir
+
+    run = RunDir(tmp_path / "run")
+    saved = cfg.to_dict()
+    del saved["engine"][field]  # saved before the field existed
+    (run.path / "config.yaml").write_text(yaml.safe_dump(saved))
+    assert getattr(run.saved_config().engine, field) == legacy
+    assert run.config_changes(cfg) == [f"engine.{field}: {legacy!r} -> {default!r}"]
+    monkeypatch.setattr(run, "latest", lambda: ("capability-iter-1", {}))
+    with pytest.raises(RunExistsError, match=rf"\(engine.{field}: {legacy!r} is what this run used: its config.yaml "
+                                             r"predates the field"):
+        check_run_dir(cfg, run, resume=True)
+    data = cfg.to_dict()
+    data["engine"][field] = legacy
+    check_run_dir(config_from_dict(data), run, resume=True)
+    return run
+
+
 def test_workspace_config_field_defaults_unset_on_vllm_cuda_and_old_runs_keep_vllms(monkeypatch, tmp_path):
     """engine.cublas_workspace_config: null resolves to 'unset' for vLLM on CUDA (the measured
     choice) and to 'vllm' (untouched) elsewhere, where another value is an error; a value must be
@@ -471,8 +499,6 @@ def test_workspace_config_field_defaults_unset_on_vllm_cuda_and_old_runs_keep_vl
 
     import advsim.config as config_mod
     from advsim.config import ConfigError, EngineConfig, config_from_dict
-    from advsim.run import RunDir
-    from advsim.train import RunExistsError, check_run_dir
     from policies.engines import base
     from tests.test_train import TINY
 
@@ -502,18 +528,8 @@ def test_workspace_config_field_defaults_unset_on_vllm_cuda_and_old_runs_keep_vl
     base.make_engine(cfg.engine, backbone="x")
     assert got["cublas_workspace_config"] == "unset"
 
-    run = RunDir(tmp_path / "run")
-    legacy = cfg.to_dict()
-    del legacy["engine"]["cublas_workspace_config"]  # saved before the field existed
-    (run.path / "config.yaml").write_text(yaml.safe_dump(legacy))
-    assert run.saved_config().engine.cublas_workspace_config == "vllm"
-    assert run.config_changes(cfg) == ["engine.cublas_workspace_config: 'vllm' -> 'unset'"]
-    monkeypatch.setattr(run, "latest", lambda: ("capability-iter-1", {}))
-    with pytest.raises(RunExistsError, match=r"\(engine.cublas_workspace_config: 'vllm' is what this run used: its "
-                                             r"config.yaml predates the field"):
-        check_run_dir(cfg, run, resume=True)
-    check_run_dir(config_from_dict({**TINY, "engine": {**cuda, "cublas_workspace_config": "vllm"}}), run,
-                  resume=True)
+    run = assert_a_run_saved_before_the_field_resumes_with_its_value(monkeypatch, tmp_path, cfg,
+                                                                     "cublas_workspace_config", "vllm", "unset")
     # the written file round-trips the ':SIZE:COUNT' form as a string
     ws = config_from_dict({**TINY, "engine": {**cuda, "cublas_workspace_config": ":16:8"}})
     (run.path / "config.yaml").write_text(yaml.safe_dump(ws.to_dict()))

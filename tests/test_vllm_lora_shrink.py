@@ -101,15 +101,12 @@ def test_config_field_defaults_to_the_tile_on_vllm_cuda_and_old_runs_keep_vllms(
     'vllm' elsewhere, where a tile is an error; make_engine passes it on. A CUDA run saved before the
     field existed ran vLLM's tile: resuming it under today's default is a change whose error says
     to write 'vllm', which then resumes."""
-    import yaml
-
     import advsim.config as config_mod
     from advsim.config import ConfigError, EngineConfig, config_from_dict
-    from advsim.run import RunDir
-    from advsim.train import RunExistsError, check_run_dir
     from policies.engines import base
     from tests.test_train import TINY
-    from tests.test_vllm_cuda_patches import _capture_vllm_engine_kwargs
+    from tests.test_vllm_cuda_patches import (_capture_vllm_engine_kwargs,
+                                              assert_a_run_saved_before_the_field_resumes_with_its_value)
 
     assert EngineConfig().lora_shrink == "vllm"
     with pytest.raises(ConfigError, match=r"engine.lora_shrink is for vLLM on CUDA .*kind 'vllm' on 'cpu', where it "
@@ -132,17 +129,8 @@ def test_config_field_defaults_to_the_tile_on_vllm_cuda_and_old_runs_keep_vllms(
     base.make_engine(cfg.engine, backbone="x")
     assert got["lora_shrink"] == "16x256"
 
-    run = RunDir(tmp_path / "run")
-    legacy = cfg.to_dict()
-    del legacy["engine"]["lora_shrink"]  # saved before the field existed
-    (run.path / "config.yaml").write_text(yaml.safe_dump(legacy))
-    assert run.saved_config().engine.lora_shrink == "vllm"
-    assert run.config_changes(cfg) == ["engine.lora_shrink: 'vllm' -> '16x256'"]
-    monkeypatch.setattr(run, "latest", lambda: ("capability-iter-1", {}))
-    with pytest.raises(RunExistsError, match=r"\(engine.lora_shrink: 'vllm' is what this run used: its config.yaml "
-                                             r"predates the field"):
-        check_run_dir(cfg, run, resume=True)
-    check_run_dir(config_from_dict({**TINY, "engine": {**cuda, "lora_shrink": "vllm"}}), run, resume=True)
+    assert_a_run_saved_before_the_field_resumes_with_its_value(monkeypatch, tmp_path, cfg, "lora_shrink", "vllm",
+                                                               "16x256")
 
 
 def test_engine_default_is_the_tile_for_the_cuda_contract_only():
