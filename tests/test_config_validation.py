@@ -407,11 +407,14 @@ def test_cuda_bench_profile_prefills_new_prompts_not_the_warm_ups(monkeypatch):
 
     monkeypatch.setattr(torch.cuda, "synchronize", lambda: None)
     res = cuda._profile_vllm(Engine(), vocab=1000, batch=3, new_tokens=4)
-    (warm, seeds, lora), (prof, seeds2, lora2), (py, seeds3, lora3) = calls
+    (warm, seeds, lora), (prof, seeds2, lora2), (py, seeds3, lora3), (dwarm, _, _), (dec, seeds5, lora5) = calls
     assert len(warm) == len(prof) == len(py) == 3 and all(len(p) == cuda.PROMPT_TOKENS for p in warm + prof + py)
-    sets = [set(map(tuple, x)) for x in (warm, prof, py)]
-    assert not (sets[0] & sets[1] or sets[0] & sets[2] or sets[1] & sets[2])  # nothing the prefix cache holds
-    assert seeds == seeds2 == seeds3 == [0, 1, 2] and lora == lora2 == lora3 == ["lora:executor@0"] * 3
+    sets = [set(map(tuple, x)) for x in (warm, prof, py, dwarm)]
+    assert all(not (a & b) for i, a in enumerate(sets) for b in sets[i + 1:])  # nothing the prefix cache holds
+    assert seeds == seeds2 == seeds3 == seeds5 == [0, 1, 2] and lora == lora2 == lora3 == lora5 == ["lora:executor@0"] * 3
+    assert dec == dwarm  # decode alone: the prompts the call before it prefilled, served from the prefix cache
+    d = res["decode"]
+    assert d["wall_ms"] >= 0 and abs(d["per_step_ms"] * 4 - d["wall_ms"]) < 0.06 and d["kernel_ms"] == 0  # no GPU
     assert res["python"]["wall_ms"] > 0 and res["python"]["profiled_ms"] >= 0
     assert (res["batch"], res["prompt_tokens"], res["new_tokens"]) == (3, 512, 4)
     host = res["host"]
@@ -427,6 +430,8 @@ def test_cuda_bench_profile_tables_show_kernels_and_host_per_configuration(monke
         return {"profile": {"batch": 256, "prompt_tokens": 512, "new_tokens": 32, "wall_ms": wall_ms,
                             **cuda.summarise_kernels([("_lora_shrink_kernel", lora_us), ("nvjet_a", 1000.0)]),
                             "host": cuda.summarise_host([("aten::exponential_", 8192, 41000.0)], wall_ms),
+                            "decode": {"wall_ms": wall_ms / 4, "per_step_ms": wall_ms / 128, "gpu_busy_pct": 50.0,
+                                       **cuda.summarise_kernels([("_lora_shrink_kernel", lora_us / 8)])},
                             "python": cuda.summarise_python(
                                 {("/s/site-packages/vllm/v1/engine/detokenizer.py", 1, "update"):
                                  (1, 1, lora_us / 1e6, lora_us / 1e6, {})}, wall_ms)}}
@@ -441,6 +446,8 @@ def test_cuda_bench_profile_tables_show_kernels_and_host_per_configuration(monke
     assert "contract: host side of the same generate — recorded CPU ops 41.0 ms (8,192 calls), untraced " \
            "(Python, waiting) 919.3 ms of 960.3 ms" in text
     assert "aten::exponential_ │ 8,192 │ 41.0" in text
+    assert "decode alone: GPU time per kernel family (ms) over 32 decode steps of B = 256" in text
+    assert "LoRA │ 7.5 │ 2.1" in text and "wall per step │ 7.5 │ 6.6" in text and "GPU busy, % of wall │ 50.0 │ 50.0" in text
     assert "output processing (detokenizer, log-probs) │ 60.0 │ 17.0" in text and "all profiled │ 60.0 │ 17.0" in text
 
 

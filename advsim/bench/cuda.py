@@ -741,7 +741,12 @@ def _profile_vllm(engine, vocab: int, batch: int = 256, new_tokens: int = 32, ad
     host side's recorded ops (``host``, :func:`summarise_host`). Then one more such generate (new
     prompts) under :mod:`cProfile` alone: the host's Python time per family — vLLM's scheduler,
     input preparation, sampler, output processing (detokenizer, log-probs), waiting for the GPU
-    (``python``, :func:`summarise_python`)."""
+    (``python``, :func:`summarise_python`). Last, **decode alone** (``decode``): one more set of new
+    prompts is generated unprofiled, then the same call again — the prefix cache serves every
+    prompt but its last token, so its steps are decode steps — with only the GPU's kernels recorded
+    (no CPU-op hooks slowing the host): kernel time per family, ``wall_ms``, ``per_step_ms``
+    (wall / ``new_tokens``) and ``gpu_busy_pct`` (kernel time / wall): near 100 % a decode step waits
+    for the GPU, far below it for the host. A failure there is kept as ``decode_error``."""
     import torch
     from torch.autograd import DeviceType
     from torch.profiler import ProfilerActivity, profile
@@ -774,9 +779,26 @@ def _profile_vllm(engine, vocab: int, batch: int = 256, new_tokens: int = 32, ad
     torch.cuda.synchronize()
     py.disable()
     py_wall = time.perf_counter() - t0
-    return {"batch": batch, "prompt_tokens": PROMPT_TOKENS, "new_tokens": new_tokens, "wall_ms": round(wall * 1e3, 1),
-            **summarise_kernels(kernels), "host": summarise_host(host, wall * 1e3),
-            "python": summarise_python(pstats.Stats(py).stats, py_wall * 1e3)}
+    out = {"batch": batch, "prompt_tokens": PROMPT_TOKENS, "new_tokens": new_tokens, "wall_ms": round(wall * 1e3, 1),
+           **summarise_kernels(kernels), "host": summarise_host(host, wall * 1e3),
+           "python": summarise_python(pstats.Stats(py).stats, py_wall * 1e3)}
+    try:
+        gen(10)  # prefills these prompts, unprofiled
+        torch.cuda.synchronize()
+        gpu_only = [ProfilerActivity.CUDA] if torch.cuda.is_available() else [ProfilerActivity.CPU]  # CPU: tests
+        with profile(activities=gpu_only) as dprof:
+            t0 = time.perf_counter()
+            gen(10)  # the same prompts: served from the prefix cache but for their last token
+            torch.cuda.synchronize()
+            dwall = time.perf_counter() - t0
+        dk = [(e.name, e.time_range.elapsed_us()) for e in dprof.events() if e.device_type == DeviceType.CUDA]
+        dec = {"wall_ms": round(dwall * 1e3, 1), "per_step_ms": round(dwall * 1e3 / new_tokens, 3),
+               **summarise_kernels(dk)}
+        dec["gpu_busy_pct"] = round(100 * dec["kernel_ms"] / dec["wall_ms"], 1) if dec["wall_ms"] else 0.0
+        out["decode"] = dec
+    except Exception as exc:  # noqa: BLE001 - the rest of the profile stands; the failure is recorded
+        out["decode_error"] = f"{type(exc).__name__}: {exc}"[:500]
+    return out
 
 
 def _transformers_model(backbone: str, adapter: bool, executor: Path | None = None, device: str = "cuda"):
@@ -1423,6 +1445,16 @@ def run(parts: tuple[str, ...] = ("consistency", "throughput"), labels=None, par
             for r in h["top"][:10]:
                 table.add_row(r["name"][:90], f"{r['calls']:,}", f"{r['ms']:,.1f}")
             con.print(table)
+        dec = {lb: p["decode"] for lb, p in prof.items() if "decode" in p}
+        if dec:
+            con.print(_family_table(f"decode alone: GPU time per kernel family (ms) over {first['new_tokens']} decode "
+                                    f"steps of B = {first['batch']} (prompts served from the prefix cache, only the "
+                                    "GPU recorded)", dec, (("all kernels", "kernel_ms"), ("wall", "wall_ms"),
+                                                           ("wall per step", "per_step_ms"),
+                                                           ("GPU busy, % of wall", "gpu_busy_pct"))))
+        for lb, p in prof.items():
+            if "decode_error" in p:
+                con.print(f"{lb}: decode-alone profile failed: {p['decode_error']}")
         py = {lb: p["python"] for lb, p in prof.items() if "python" in p}
         if py:
             con.print(_family_table("host Python time per family (ms, self time under cProfile; a second generate of "
