@@ -143,8 +143,9 @@ class EngineConfig:
               "own: 32 rows, a K step of 256 below 128 rows and 32 from 128 up, split-K off). Default (null): "
               "'16x256' for vLLM on CUDA, 'vllm' elsewhere, where a tile is an error. On an H100 '16x256' gave "
               "13,726/21,073 generated tokens/s at batch 64/256 against 12,248/18,476 with vLLM's tile (SmolLM2-135M, "
-              "same call; 1.30x/1.39x in another) and diff = 0 in every consistency row at 135M and 1.7B shapes "
-              "(results/h100-lora-shrink-2026-12-06). Another tile may change values (untested across tiles), so a "
+              "same call; 1.30x/1.39x in another; within the spread between processes there), the shrink kernels' "
+              "GPU time 80.0 -> 52.0 ms in one profiled generate, and diff = 0 in every consistency row at 135M and "
+              "1.7B shapes (results/h100-lora-shrink-2026-12-06). Another tile may change values (untested across tiles), so a "
               "run cannot resume with it changed; a saved config without the field ran 'vllm'.")
     max_num_batched_tokens: int | None = _f(
         None, "vLLM only: the most tokens one engine step computes (vLLM's max_num_batched_tokens). Chunked "
@@ -159,6 +160,13 @@ class EngineConfig:
               "tokens with the same log-probs, bit for bit), and each update's engine record in events.jsonl says "
               "what it ran with; a saved config without the field ran max(max_model_len, 8192). Ignored by kind "
               "'torch'.", ge=1)
+
+    @field_validator("lora_shrink", mode="before")
+    @classmethod
+    def _shrink_is_text(cls, v):
+        if v is not None and not isinstance(v, str):  # e.g. YAML reads 0x100 as 256, yes as True
+            raise ValueError(f"{str(v)[:40]!s} is not 'vllm' or a tile ROWSxK (quote it, e.g. '16x256')")
+        return v
 
     @field_validator("cublas_workspace_config", mode="before")
     @classmethod

@@ -3,7 +3,7 @@
 vLLM's punica LoRA path runs two Triton kernels per adapted linear layer: *shrink*
 (``x @ A``: M rows × K = hidden → N = rank) and *expand* (``… @ B``). Its shrink config
 (``get_lora_op_configs`` in ``vllm/lora/ops/triton_ops/utils.py``) splits K over 64 programs
-below 128 rows and 8 above (partial sums added atomically: not deterministic), and with
+below 128 rows and 8 from 128 up (partial sums added atomically: not deterministic), and with
 ``VLLM_BATCH_INVARIANT=1`` turns split-K off — but keeps its other choices, tuned for split-K:
 32-row tiles and a K step of 32 from 128 rows up (256 below). A 256-row decode step then runs
 each shrink as 8 programs per slice that walk K in 18 steps (48 for the MLP's down projection):
@@ -12,17 +12,25 @@ on the H200 (2026-12-04c, SmolLM2-135M, B = 256, 32 decode steps) the contract's
 ignores ``VLLM_TUNED_CONFIG_FOLDER`` in this mode, so no tuned file can change it.
 
 :func:`install` makes the shrink use one tile for every batch size — ``block_m`` rows by
-``block_k`` of K per step, split-K off — and leaves every other LoRA op to vLLM. Why a row's value
-stays the same whatever the tile: without split-K each output row is one program's fp32
-accumulator walked over K in the order of the ``tl.dot`` k-steps, and Triton folds
-``acc += tl.dot(a, b)`` into the dot's own accumulator, so neither the rows sharing a tile nor the
-K step change a row's bits. vLLM's own config already relies on it: it switches the K step at 128
-rows, and the contract's consistency rows (decode at 16 rows with K steps of 256 vs prefill
-re-scores with 32) are bit-identical. The bench's consistency rows check the patched engine end
-to end (``advsim bench consistency --device cuda``, label ``contract+lora_shrink=16x256``).
+``block_k`` of K per step, split-K off — and leaves every other LoRA op to vLLM. What the contract
+needs is that a row's value not depend on the batch it is computed in; with one tile for every
+batch, decode and re-score run the same kernel configuration, so only the rows sharing a tile
+differ between them. Why that should not matter, argued rather than proven: without split-K each
+output row is one program's fp32 accumulator walked over K in the ``tl.dot`` k-step order (Triton
+folds ``acc += tl.dot(a, b)`` into the dot's accumulator). What is measured: vLLM's own config
+switches the K step at 128 rows, and decode at 16 rows (K step 256) vs re-score at ≥ 128 rows
+(K step 32) was bit-equal end to end; with ``16x256`` every consistency row of the bench (1 to
+256 co-resident requests, prefill vs decode, the needle, adapter switches) is bit-equal at
+SmolLM2-135M and the 1.7B shapes on an H100 (``results/h100-lora-shrink-2026-12-06``). Whether two
+*different* tiles give the same bits was not tested, so a run keeps the tile it started with.
+Rows are limited to 16 and 32 (:data:`BLOCK_M`: below 64 rows Triton keeps Hopper's mma.sync,
+as with vLLM's own 32; 64 or more may switch to wgmma, which no measurement covers), and K steps
+to at most 256 (shared memory).
 
-Proven against vLLM 0.22 only (:data:`PROVEN_VERSIONS`); it must run before ``LLM()`` captures
-its CUDA graphs, in the engine's process. Process-wide: the first tile installed stays.
+Proven against vLLM 0.22 only (:data:`PROVEN_VERSIONS`), for dense LoRA: the fp8 shrink
+(``lora_shrink_fp8_op``, unused by vLLM 0.22) and the fused-MoE LoRA ops keep their own configs.
+It must run before ``LLM()`` captures its CUDA graphs, in the engine's process. Process-wide: the
+first tile installed stays.
 """
 
 from __future__ import annotations
@@ -36,11 +44,12 @@ PROVEN_VERSIONS = ("0.22.",)
 """vLLM versions whose ``lora_shrink_op.py`` / ``utils.py`` this patch was read against."""
 VLLM_TILE = "vllm"
 """The setting that leaves vLLM's own shrink config (32 rows; K step 256 below 128 rows, else 32)."""
-BLOCK_M = (16, 32, 64, 128)
-"""Row tiles :func:`parse_tile` accepts (``tl.dot`` needs at least 16 rows)."""
-BLOCK_K = (16, 32, 64, 128, 256, 512)
-"""K steps :func:`parse_tile` accepts."""
-_TILE = re.compile(r"(\d{1,3})x(\d{1,3})")
+BLOCK_M = (16, 32)
+"""Row tiles :func:`parse_tile` accepts: ``tl.dot`` needs at least 16 rows; below 64 Triton keeps
+mma.sync on Hopper, as vLLM's own 32-row tile does (measured: 16)."""
+BLOCK_K = (16, 32, 64, 128, 256)
+"""K steps :func:`parse_tile` accepts (measured: 64 and 256; vLLM's own 32 and 256)."""
+_TILE = re.compile(r"([1-9]\d{0,2})x([1-9]\d{0,2})")
 _STATE: dict = {"tile": None, "reason": "not installed"}
 
 
@@ -57,8 +66,9 @@ def parse_tile(setting: str) -> tuple[int, int] | None:
         return None
     m = _TILE.fullmatch(setting) if isinstance(setting, str) else None
     if not m or int(m[1]) not in BLOCK_M or int(m[2]) not in BLOCK_K:
+        shown = repr(setting) if len(repr(setting)) <= 60 else f"{repr(setting)[:57]}..."
         raise ValueError(f"lora_shrink must be 'vllm' or ROWSxK with rows in {BLOCK_M} and K in {BLOCK_K} "
-                         f"(e.g. '16x256'); got {setting!r}")
+                         f"(e.g. '16x256'); got {shown}")
     return int(m[1]), int(m[2])
 
 

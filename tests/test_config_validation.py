@@ -146,7 +146,7 @@ def test_batched_sampler_is_cuda_only_and_a_contract_bench_row(monkeypatch):
     full = es("contract-full")
     assert full == {**cuda.CONFIGS["contract"], "cublas_linear": True, "batched_sampler": False, "detokenize": True,
                     "cublas_workspace_config": "vllm", "max_num_batched_tokens": 8192, "lora_shrink": "vllm"}
-    # every measured contract label before 2026-12-06b ran vLLM's shrink tile; today's contract runs 16x256
+    # every measured contract label up to 2026-12-06b ran vLLM's shrink tile; today's contract runs 16x256
     assert es("contract-shrink-vllm") == {**cuda.CONFIGS["contract"], "lora_shrink": "vllm"}
     assert es("contract-mnbt32k")["lora_shrink"] == "vllm" and "lora_shrink" not in es("default-mnbt32k")
     # 2026-12-05a's label: contract-ws16 with the two options (today's defaults) stated
@@ -407,14 +407,21 @@ def test_cuda_bench_profile_prefills_new_prompts_not_the_warm_ups(monkeypatch):
 
     monkeypatch.setattr(torch.cuda, "synchronize", lambda: None)
     res = cuda._profile_vllm(Engine(), vocab=1000, batch=3, new_tokens=4)
-    (warm, seeds, lora), (prof, seeds2, lora2), (py, seeds3, lora3), (dwarm, _, _), (dec, seeds5, lora5) = calls
+    (warm, seeds, lora), (prof, seeds2, lora2), (py, seeds3, lora3), (dwarm, _, _), (dtimed, _, _), \
+        (dprof, seeds6, lora6) = calls
     assert len(warm) == len(prof) == len(py) == 3 and all(len(p) == cuda.PROMPT_TOKENS for p in warm + prof + py)
     sets = [set(map(tuple, x)) for x in (warm, prof, py, dwarm)]
     assert all(not (a & b) for i, a in enumerate(sets) for b in sets[i + 1:])  # nothing the prefix cache holds
-    assert seeds == seeds2 == seeds3 == seeds5 == [0, 1, 2] and lora == lora2 == lora3 == lora5 == ["lora:executor@0"] * 3
-    assert dec == dwarm  # decode alone: the prompts the call before it prefilled, served from the prefix cache
+    assert seeds == seeds2 == seeds3 == seeds6 == [0, 1, 2] and lora == lora2 == lora3 == lora6 == ["lora:executor@0"] * 3
+    # decode alone: 513-token prompts (32 whole 16-token blocks for the cache), prefilled, then twice more
+    assert dtimed == dprof == dwarm and all(len(p) == cuda.PROMPT_TOKENS + 1 for p in dwarm)
     d = res["decode"]
-    assert d["wall_ms"] >= 0 and abs(d["per_step_ms"] * 4 - d["wall_ms"]) < 0.06 and d["kernel_ms"] == 0  # no GPU
+    assert d["prompt_tokens"] == 513 and d["wall_ms"] >= 0 and d["profiled_wall_ms"] >= 0 and d["kernel_ms"] == 0
+    assert abs(d["per_step_ms"] * 4 - d["wall_ms"]) < 0.06  # the unprofiled wall over the 4 steps
+    calls.clear()
+    Engine.enable_prefix_caching = False
+    res = cuda._profile_vllm(Engine(), vocab=1000, batch=3, new_tokens=4)
+    assert len(calls) == 3 and "decode" not in res and res["decode_error"].startswith("prefix caching is off")
     assert res["python"]["wall_ms"] > 0 and res["python"]["profiled_ms"] >= 0
     assert (res["batch"], res["prompt_tokens"], res["new_tokens"]) == (3, 512, 4)
     host = res["host"]
@@ -431,6 +438,7 @@ def test_cuda_bench_profile_tables_show_kernels_and_host_per_configuration(monke
                             **cuda.summarise_kernels([("_lora_shrink_kernel", lora_us), ("nvjet_a", 1000.0)]),
                             "host": cuda.summarise_host([("aten::exponential_", 8192, 41000.0)], wall_ms),
                             "decode": {"wall_ms": wall_ms / 4, "per_step_ms": wall_ms / 128, "gpu_busy_pct": 50.0,
+                                       "profiled_wall_ms": wall_ms / 2,
                                        **cuda.summarise_kernels([("_lora_shrink_kernel", lora_us / 8)])},
                             "python": cuda.summarise_python(
                                 {("/s/site-packages/vllm/v1/engine/detokenizer.py", 1, "update"):
@@ -446,7 +454,8 @@ def test_cuda_bench_profile_tables_show_kernels_and_host_per_configuration(monke
     assert "contract: host side of the same generate — recorded CPU ops 41.0 ms (8,192 calls), untraced " \
            "(Python, waiting) 919.3 ms of 960.3 ms" in text
     assert "aten::exponential_ │ 8,192 │ 41.0" in text
-    assert "decode alone: GPU time per kernel family (ms) over 32 decode steps of B = 256" in text
+    assert "decode alone: GPU time per kernel family (ms), one generate of B = 256 x 32 new tokens" in text
+    assert "wall (under the GPU profiler) │ 480.1 │ 424.8" in text
     assert "LoRA │ 7.5 │ 2.1" in text and "wall per step │ 7.5 │ 6.6" in text and "GPU busy, % of wall │ 50.0 │ 50.0" in text
     assert "output processing (detokenizer, log-probs) │ 60.0 │ 17.0" in text and "all profiled │ 60.0 │ 17.0" in text
 

@@ -11,14 +11,15 @@ from policies import vllm_lora_shrink as shrink
 def test_parse_tile_reads_vllm_and_rows_by_k():
     assert shrink.parse_tile("vllm") is None
     assert shrink.parse_tile("16x256") == (16, 256)
-    assert shrink.parse_tile("128x16") == (128, 16)
+    assert shrink.parse_tile("32x16") == (32, 16)
 
 
 @pytest.mark.parametrize("bad", ["", "16", "16x", "x256", "8x256", "16x300", "16X256", " 16x256", "16x256 ",
-                                 "1" * 5000 + "x256", None, 16])
+                                 "016x256", "16x0256", "64x256", "128x16", "16x512", "1" * 5000 + "x256", None, 16])
 def test_parse_tile_refuses_anything_else_by_name(bad):
-    with pytest.raises(ValueError, match="lora_shrink must be 'vllm' or ROWSxK"):
+    with pytest.raises(ValueError, match="lora_shrink must be 'vllm' or ROWSxK") as exc:
         shrink.parse_tile(bad)
+    assert len(str(exc.value)) < 200  # a long value is cut short in the message
 
 
 def _vllm_like_configs(op_type, max_loras, batch, hidden_size, rank, num_slices, add_inputs=None):
@@ -121,8 +122,10 @@ def test_config_field_defaults_to_the_tile_on_vllm_cuda_and_old_runs_keep_vllms(
         assert config_from_dict({**TINY, "engine": {**cuda, "lora_shrink": good}}).engine.lora_shrink == good
     with pytest.raises(ConfigError, match=r"engine.lora_shrink must be 'vllm' or ROWSxK .*got '16x100'"):
         config_from_dict({**TINY, "engine": {**cuda, "lora_shrink": "16x100"}})
-    with pytest.raises(ConfigError, match="lora_shrink"):
-        config_from_dict({**TINY, "engine": {**cuda, "lora_shrink": 16}})
+    for number in (16, 256, True):  # YAML: lora_shrink: 16, 0x100, yes
+        with pytest.raises(ConfigError, match=rf"engine.lora_shrink: {number} is not 'vllm' or a tile ROWSxK \(quote "
+                                              r"it, e.g. '16x256'\)"):
+            config_from_dict({**TINY, "engine": {**cuda, "lora_shrink": number}})
 
     got = _capture_vllm_engine_kwargs(monkeypatch)
     cfg = config_from_dict({**TINY, "engine": cuda})

@@ -178,8 +178,10 @@ detokenization too (2026-12-05a); ``contract-nows`` and ``contract-mnbt8k``: wit
 unset as well (2026-12-05b); ``contract-mnbt32k``: with 32,768 batched tokens (= ``contract``
 since 2026-12-05c, ``results/h100-mnbt32k-2026-12-05``); ``contract-ws4096`` keeps ``:4096:8``
 (unmeasured); ``default-mnbt32k``: vLLM's default at 32,768 batched tokens. Every measured contract
-label before 2026-12-06b ran vLLM's own LoRA shrink tile; ``contract-shrink-vllm`` is today's contract
-with it (``contract`` runs ``16x256`` since, ``results/h100-lora-shrink-2026-12-06``)."""
+label up to 2026-12-06b ran vLLM's own LoRA shrink tile; ``contract-shrink-vllm`` is today's contract
+with it (``contract`` runs ``16x256`` since 2026-12-06c, ``results/h100-lora-shrink-2026-12-06``) — and
+so do ``contract-eager``, ``contract-fa3`` and ``contract-triton`` since: their earlier numbers ran
+vLLM's tile."""
 BENCH_MAX_MODEL_LEN = 4096  # tokens: every vLLM engine of the bench
 
 
@@ -742,11 +744,15 @@ def _profile_vllm(engine, vocab: int, batch: int = 256, new_tokens: int = 32, ad
     prompts) under :mod:`cProfile` alone: the host's Python time per family — vLLM's scheduler,
     input preparation, sampler, output processing (detokenizer, log-probs), waiting for the GPU
     (``python``, :func:`summarise_python`). Last, **decode alone** (``decode``): one more set of new
-    prompts is generated unprofiled, then the same call again — the prefix cache serves every
-    prompt but its last token, so its steps are decode steps — with only the GPU's kernels recorded
-    (no CPU-op hooks slowing the host): kernel time per family, ``wall_ms``, ``per_step_ms``
-    (wall / ``new_tokens``) and ``gpu_busy_pct`` (kernel time / wall): near 100 % a decode step waits
-    for the GPU, far below it for the host. A failure there is kept as ``decode_error``."""
+    prompts, one token longer (513: with vLLM's 16-token blocks the prefix cache then serves 512 of
+    them and only the last is computed again — a hit stops one token short and at a block edge), is
+    generated unprofiled, then the same call twice more, served from the prefix cache, so nearly all
+    of its ``new_tokens`` steps decode: once timed without any profiler (``wall_ms``,
+    ``per_step_ms`` = wall / ``new_tokens``), once with only the GPU's activity recorded (kernel
+    time per family, ``profiled_wall_ms``: CUPTI's tracing of CUDA-graph replays slows the host).
+    ``gpu_busy_pct`` = kernel time (memory copies and sets included) / the unprofiled wall: near
+    100 % a decode step waits for the GPU, far below it for the host. Skipped, with the reason in
+    ``decode_error``, when the engine runs without prefix caching; a failure is kept there too."""
     import torch
     from torch.autograd import DeviceType
     from torch.profiler import ProfilerActivity, profile
@@ -757,9 +763,9 @@ def _profile_vllm(engine, vocab: int, batch: int = 256, new_tokens: int = 32, ad
     sp = [SamplingParams(max_tokens=new_tokens, ignore_eos=True, temperature=1.0, top_p=0.95, seed=i, logprobs=0,
                          **_output_options(engine)) for i in range(batch)]
 
-    def gen(seed: int):  # new prompts each call: a repeat would be served from the prefix cache (no prefill)
-        prompts = [TokensPrompt(prompt_token_ids=p) for p in _random_prompts(batch, (PROMPT_TOKENS,), seed=seed,
-                                                                               vocab=vocab)]
+    def gen(seed: int, length: int = PROMPT_TOKENS):  # new prompts each call: a repeat would be served from
+        prompts = [TokensPrompt(prompt_token_ids=p)      # the prefix cache (no prefill)
+                   for p in _random_prompts(batch, (length,), seed=seed, vocab=vocab)]
         return engine.llm.generate(prompts, sp, lora_request=[lora] * batch if lora else None, use_tqdm=False)
 
     gen(7)
@@ -782,17 +788,26 @@ def _profile_vllm(engine, vocab: int, batch: int = 256, new_tokens: int = 32, ad
     out = {"batch": batch, "prompt_tokens": PROMPT_TOKENS, "new_tokens": new_tokens, "wall_ms": round(wall * 1e3, 1),
            **summarise_kernels(kernels), "host": summarise_host(host, wall * 1e3),
            "python": summarise_python(pstats.Stats(py).stats, py_wall * 1e3)}
+    if not getattr(engine, "enable_prefix_caching", True):
+        out["decode_error"] = "prefix caching is off: a repeated prompt would be prefilled again, not decoded alone"
+        return out
     try:
-        gen(10)  # prefills these prompts, unprofiled
+        length = PROMPT_TOKENS + 1  # 512 of them served from the prefix cache, the last computed again
+        gen(10, length)  # prefills these prompts, unprofiled
         torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        gen(10, length)  # decode alone, timed without any profiler
+        torch.cuda.synchronize()
+        dwall = time.perf_counter() - t0
         gpu_only = [ProfilerActivity.CUDA] if torch.cuda.is_available() else [ProfilerActivity.CPU]  # CPU: tests
         with profile(activities=gpu_only) as dprof:
             t0 = time.perf_counter()
-            gen(10)  # the same prompts: served from the prefix cache but for their last token
+            gen(10, length)  # the same again, its kernels recorded
             torch.cuda.synchronize()
-            dwall = time.perf_counter() - t0
+            pwall = time.perf_counter() - t0
         dk = [(e.name, e.time_range.elapsed_us()) for e in dprof.events() if e.device_type == DeviceType.CUDA]
-        dec = {"wall_ms": round(dwall * 1e3, 1), "per_step_ms": round(dwall * 1e3 / new_tokens, 3),
+        dec = {"prompt_tokens": length, "wall_ms": round(dwall * 1e3, 1),
+               "per_step_ms": round(dwall * 1e3 / new_tokens, 3), "profiled_wall_ms": round(pwall * 1e3, 1),
                **summarise_kernels(dk)}
         dec["gpu_busy_pct"] = round(100 * dec["kernel_ms"] / dec["wall_ms"], 1) if dec["wall_ms"] else 0.0
         out["decode"] = dec
@@ -1447,11 +1462,13 @@ def run(parts: tuple[str, ...] = ("consistency", "throughput"), labels=None, par
             con.print(table)
         dec = {lb: p["decode"] for lb, p in prof.items() if "decode" in p}
         if dec:
-            con.print(_family_table(f"decode alone: GPU time per kernel family (ms) over {first['new_tokens']} decode "
-                                    f"steps of B = {first['batch']} (prompts served from the prefix cache, only the "
-                                    "GPU recorded)", dec, (("all kernels", "kernel_ms"), ("wall", "wall_ms"),
-                                                           ("wall per step", "per_step_ms"),
-                                                           ("GPU busy, % of wall", "gpu_busy_pct"))))
+            con.print(_family_table(f"decode alone: GPU time per kernel family (ms), one generate of B = "
+                                    f"{first['batch']} x {first['new_tokens']} new tokens whose prompts the prefix "
+                                    "cache serves (all but their last token); wall timed without a profiler",
+                                    dec, (("all kernels", "kernel_ms"), ("wall (under the GPU profiler)",
+                                                                         "profiled_wall_ms"),
+                                          ("wall", "wall_ms"), ("wall per step", "per_step_ms"),
+                                          ("GPU busy, % of wall", "gpu_busy_pct"))))
         for lb, p in prof.items():
             if "decode_error" in p:
                 con.print(f"{lb}: decode-alone profile failed: {p['decode_error']}")

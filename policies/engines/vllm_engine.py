@@ -128,8 +128,10 @@ def _speed_options(device: str, consistent: bool, batched_sampler: bool | None,
 VLLM_SHRINK = "vllm"  # VLLMEngine(lora_shrink=…): vLLM's own LoRA shrink config
 CUDA_SHRINK = "16x256"
 """The LoRA shrink tile of the contract on CUDA when none is given (:mod:`policies.vllm_lora_shrink`):
-on an H100 (2026-12-06, ``results/h100-lora-shrink-2026-12-06``) 1.12-1.39x vLLM's own tile at
-SmolLM2-135M in two calls, diff = 0 in every consistency row at 135M and at the 1.7B shapes."""
+on an H100 (2026-12-06c, ``results/h100-lora-shrink-2026-12-06``) the shrink kernels' GPU time fell
+from 80.0 to 52.0 ms in one profiled generate (SmolLM2-135M, B = 256) and the tile ran 1.12-1.39x
+vLLM's own tile in two same-call A/Bs — a gain within the spread between processes there — with
+diff = 0 in every consistency row at 135M and at the 1.7B shapes."""
 
 
 def _lora_shrink_tile(setting: str, device: str, consistent: bool) -> tuple[int, int] | None:
@@ -366,9 +368,11 @@ class VLLMEngine:
             512-token prompts, 128 new tokens, ``results/h100-lora-shrink-2026-12-06``) ``16x256``
             gave 13,726 / 21,073 generated tokens/s at batch 64 / 256 against 12,248 / 18,476 with
             vLLM's tile in the same call (1.12× / 1.14×; 1.30× / 1.39× in another call, the order
-            reversed), and 6,374 / 9,544 at the SmolLM2-1.7B shapes (1.65× / 1.49× transformers
-            static cache + ``torch.compile`` in the same call); diff = 0 in every consistency row
-            at both.
+            reversed) — within the spread between processes at 135M (earlier calls measured
+            vLLM's tile at up to 13,906 / 23,498) — with the shrink kernels' GPU time 80.0 → 52.0 ms
+            in one profiled generate; 6,374 / 9,544 at the SmolLM2-1.7B shapes (1.65× / 1.49×
+            transformers static cache + ``torch.compile`` in the same call; no same-call A/B
+            there); diff = 0 in every consistency row at both.
 
     The batch-invariant mode is process-wide (vLLM reads it at import): every VLLMEngine of a
     process on CUDA must agree on ``consistent``; a second one that does not raises
@@ -475,6 +479,7 @@ class VLLMEngine:
         self.max_model_len = max_model_len
         self.max_num_seqs = max_num_seqs
         self.max_num_batched_tokens = max_num_batched_tokens
+        self.enable_prefix_caching = enable_prefix_caching
         self.cuda_graphs = device == "cuda" and cuda_graphs
         kwargs: dict[str, Any] = dict(
             model=str(path), tokenizer=str(path), dtype=dtype, enforce_eager=not self.cuda_graphs,
