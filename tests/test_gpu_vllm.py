@@ -61,10 +61,13 @@ def test_contract_is_bit_identical_in_every_scenario():
     bit-identical (max = mean = std = k3 = 0), the same tokens sampled, and the 256 requests
     co-resident in one engine step. On Hopper the engine must have installed cuBLAS (its proof
     passed on the H200 for 5 shapes x 871 row counts, 2026-12-04); elsewhere it keeps vLLM's kernel
-    and says why. (All rows 0 on the H200: Triton linear 2026-12-02, cuBLAS linear 2026-12-04.)"""
+    and says why; the LoRA shrink runs one 16 x 256 tile at every batch size (the default since
+    2026-12-06c: all rows 0 in the bench on an H100, ``results/h100-lora-shrink-2026-12-06``).
+    (All rows 0 on the H200: Triton linear 2026-12-02, cuBLAS linear 2026-12-04.)"""
     res = _measure("contract")
     _show("contract", res["rows"])
-    print("linear layers:", res["linear_kernel"])
+    print("linear layers:", res["linear_kernel"], "LoRA shrink tile:", res["lora_shrink"])
+    assert res["lora_shrink"] == "16x256"
     if torch.cuda.get_device_capability() == (9, 0):
         assert res["linear_kernel"]["kernel"] == "cublas", res["linear_kernel"]
     _assert_bit_identical(res["rows"])
