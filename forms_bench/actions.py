@@ -15,13 +15,39 @@ from __future__ import annotations
 import ast
 import functools
 import inspect
+import io
 import re
+import tokenize
 import warnings
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence
 
 MAX_CALL_CHARS = 8192
 """Longest call text considered (characters); longer calls are rejected with a clear error."""
+MAX_CALL_TOKENS = 512
+"""Most Python tokens a call may have: a string or number literal is one token, so every call of
+the web action set and of the ledger's tools (scalar parameters) needs a few dozen at most. More is
+refused before parsing, so a long expression such as ``1+1+…`` gets the same message whatever the
+interpreter's recursion limit (its syntax tree is as deep as it is long)."""
+
+
+def _token_count(call_text: str) -> int | None:
+    """Python tokens in ``call_text`` (not counting the end markers), stopping once past
+    :data:`MAX_CALL_TOKENS`; None where the tokenizer meets an error (an unterminated string: the
+    parser names that). Linear in the text, no recursion."""
+    n = 0
+    try:
+        for tok in tokenize.generate_tokens(io.StringIO(call_text).readline):
+            if tok.type == tokenize.ERRORTOKEN:
+                return None
+            if tok.type not in (tokenize.NEWLINE, tokenize.NL, tokenize.ENDMARKER, tokenize.INDENT,
+                                tokenize.DEDENT, tokenize.COMMENT):
+                n += 1
+                if n > MAX_CALL_TOKENS:
+                    break
+    except (tokenize.TokenError, SyntaxError):
+        return None
+    return n
 
 
 # --------------------------------------------------------------------------------------------
@@ -365,7 +391,8 @@ def parse_call(text: str, specs: Mapping[str, CallSpec]) -> Call:
     arguments and too many arguments are errors.
 
     Args:
-        text: raw model output (any length; calls longer than :data:`MAX_CALL_CHARS` rejected).
+        text: raw model output (any length; calls longer than :data:`MAX_CALL_CHARS` characters
+            or :data:`MAX_CALL_TOKENS` tokens rejected).
         specs: the allowed calls by name.
 
     Returns:
@@ -396,6 +423,9 @@ def parse_call(text: str, specs: Mapping[str, CallSpec]) -> Call:
     if len(call_text) > MAX_CALL_CHARS:
         raise ActionParseError(f"call is {len(call_text)} characters long; at most {MAX_CALL_CHARS}",
                                name=spec.name)
+    if (_token_count(call_text) or 0) > MAX_CALL_TOKENS:
+        raise ActionParseError(f"call has more than {MAX_CALL_TOKENS} tokens (`{call_text[:80]}`): arguments must "
+                               "be literals such as '12' or ['a', 'b']", name=spec.name)
     try:
         with warnings.catch_warnings():  # model text: an invalid escape such as '\_' is its content, not a bug here
             warnings.simplefilter("ignore", (DeprecationWarning, SyntaxWarning))
