@@ -202,34 +202,25 @@ class EngineConfig:
                     where="engine."))
             except ValueError as exc:
                 raise ValueError(f"{exc}; raise it or leave it null") from None
-        if self.lora_shrink is None:
-            from policies.engines.vllm_engine import CUDA_SHRINK, VLLM_SHRINK
+        # vLLM-on-CUDA settings written as text: null takes the measured choice there and 'vllm' (vLLM's own)
+        # elsewhere, where any other value is an error
+        from policies.engines.vllm_engine import CUDA_SHRINK
+        from policies.vllm_cuda_patches import workspace_value
+        from policies.vllm_lora_shrink import parse_tile
 
-            object.__setattr__(self, "lora_shrink", CUDA_SHRINK if on_vllm_cuda else VLLM_SHRINK)
-        else:
-            from policies.vllm_lora_shrink import parse_tile
-
+        for name, cuda_choice, check in (("lora_shrink", CUDA_SHRINK, parse_tile),
+                                         ("cublas_workspace_config", "unset", workspace_value)):
+            value = getattr(self, name)
+            if value is None:
+                object.__setattr__(self, name, cuda_choice if on_vllm_cuda else "vllm")
+                continue
             try:
-                tile = parse_tile(self.lora_shrink)
+                check(value)
             except ValueError as exc:
                 raise ValueError(f"engine.{exc}") from None
-            if tile is not None and not on_vllm_cuda:
-                raise ValueError(f"engine.lora_shrink is for vLLM on CUDA (engine.kind 'vllm', engine.device 'cuda'); "
-                                 f"this engine is kind {self.kind!r} on {self.device!r}, where it stays 'vllm'")
-        if self.cublas_workspace_config is None:
-            object.__setattr__(self, "cublas_workspace_config", "unset" if on_vllm_cuda else "vllm")
-        else:
-            from policies.vllm_cuda_patches import workspace_value
-
-            try:
-                workspace_value(self.cublas_workspace_config)
-            except ValueError as exc:
-                raise ValueError(f"engine.{exc}") from None
-            if self.cublas_workspace_config != "vllm" and not on_vllm_cuda:
-                raise ValueError(f"engine.cublas_workspace_config is for vLLM on CUDA (engine.kind 'vllm', engine.device "
-                                 f"'cuda'); this engine is kind {self.kind!r} on {self.device!r}, where it stays 'vllm' "
-                                 "(untouched)")
-
+            if value != "vllm" and not on_vllm_cuda:
+                raise ValueError(f"engine.{name} is for vLLM on CUDA (engine.kind 'vllm', engine.device 'cuda'); this "
+                                 f"engine is kind {self.kind!r} on {self.device!r}, where it stays 'vllm' (vLLM's own)")
 
 @dataclass(config=_STRICT)
 class OptimConfig:

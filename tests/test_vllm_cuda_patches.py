@@ -489,6 +489,33 @@ def assert_a_run_saved_before_the_field_resumes_with_its_value(monkeypatch, tmp_
     return run
 
 
+def assert_a_cuda_only_text_field(monkeypatch, field: str, cuda_choice: str, other: str, bad: str,
+                                  bad_message: str) -> dict:
+    """``engine.<field>``, a vLLM-on-CUDA setting written as text: null is 'vllm' off vLLM + CUDA
+    (where 'vllm' may be written and ``other`` is refused) and ``cuda_choice`` on it (torch on CUDA:
+    'vllm'); 'vllm' and ``other`` are kept there and ``bad`` refused with ``bad_message``. Leaves
+    the CUDA checks patched out (``monkeypatch``) and returns a TINY vLLM + CUDA engine section."""
+    import advsim.config as config_mod
+    from advsim.config import ConfigError, EngineConfig, config_from_dict
+    from tests.test_train import TINY
+
+    assert getattr(EngineConfig(), field) == "vllm"
+    assert getattr(config_from_dict({"engine": {"kind": "vllm", "device": "cpu", field: "vllm"}}).engine, field) == "vllm"
+    with pytest.raises(ConfigError, match=rf"engine.{field} is for vLLM on CUDA .*kind 'vllm' on 'cpu', where it "
+                                          r"stays 'vllm'"):
+        config_from_dict({"engine": {"kind": "vllm", "device": "cpu", field: other}})
+    monkeypatch.setattr("policies.engines.check_engine_settings", lambda *a, **k: None)
+    monkeypatch.setattr(config_mod, "_memory_gib", lambda device="cpu": 141)
+    cuda = {**TINY["engine"], "kind": "vllm", "device": "cuda", "dtype": "bfloat16"}
+    assert getattr(EngineConfig(kind="vllm", device="cuda", dtype="bfloat16"), field) == cuda_choice
+    assert getattr(EngineConfig(kind="torch", device="cuda", dtype="bfloat16"), field) == "vllm"
+    for good in ("vllm", other):
+        assert getattr(config_from_dict({**TINY, "engine": {**cuda, field: good}}).engine, field) == good
+    with pytest.raises(ConfigError, match=bad_message):
+        config_from_dict({**TINY, "engine": {**cuda, field: bad}})
+    return cuda
+
+
 def test_workspace_config_field_defaults_unset_on_vllm_cuda_and_old_runs_keep_vllms(monkeypatch, tmp_path):
     """engine.cublas_workspace_config: null resolves to 'unset' for vLLM on CUDA (the measured
     choice) and to 'vllm' (untouched) elsewhere, where another value is an error; a value must be
@@ -498,26 +525,12 @@ def test_workspace_config_field_defaults_unset_on_vllm_cuda_and_old_runs_keep_vl
     import yaml
 
     import advsim.config as config_mod
-    from advsim.config import ConfigError, EngineConfig, config_from_dict
+    from advsim.config import ConfigError, config_from_dict
     from policies.engines import base
     from tests.test_train import TINY
 
-    assert EngineConfig().cublas_workspace_config == "vllm"
-    assert config_from_dict({"engine": {"kind": "vllm", "device": "cpu", "cublas_workspace_config": "vllm"}}
-                            ).engine.cublas_workspace_config == "vllm"
-    with pytest.raises(ConfigError, match=r"engine.cublas_workspace_config is for vLLM on CUDA .*kind 'vllm' on "
-                                          r"'cpu', where it stays 'vllm'"):
-        config_from_dict({"engine": {"kind": "vllm", "device": "cpu", "cublas_workspace_config": "unset"}})
-    monkeypatch.setattr("policies.engines.check_engine_settings", lambda *a, **k: None)
-    monkeypatch.setattr(config_mod, "_memory_gib", lambda device="cpu": 141)
-    cuda = {**TINY["engine"], "kind": "vllm", "device": "cuda", "dtype": "bfloat16"}
-    assert EngineConfig(kind="vllm", device="cuda", dtype="bfloat16").cublas_workspace_config == "unset"
-    assert EngineConfig(kind="torch", device="cuda", dtype="bfloat16").cublas_workspace_config == "vllm"
-    for good in ("vllm", ":4096:8"):
-        assert config_from_dict({**TINY, "engine": {**cuda, "cublas_workspace_config": good}}
-                                ).engine.cublas_workspace_config == good
-    with pytest.raises(ConfigError, match=r"engine.cublas_workspace_config '16:8' is not 'unset', 'vllm' or"):
-        config_from_dict({**TINY, "engine": {**cuda, "cublas_workspace_config": "16:8"}})
+    cuda = assert_a_cuda_only_text_field(monkeypatch, "cublas_workspace_config", "unset", ":4096:8",
+                                         "16:8", r"engine.cublas_workspace_config '16:8' is not 'unset', 'vllm' or")
     unquoted = yaml.load("cublas_workspace_config: 16:8", Loader=config_mod.unique_key_loader())  # YAML 1.1: 968
     with pytest.raises(ConfigError, match=r"engine.cublas_workspace_config: 968 is not 'unset', 'vllm' or "
                                           r"':SIZE:COUNT' \(write it with its leading colon"):

@@ -102,26 +102,14 @@ def test_config_field_defaults_to_the_tile_on_vllm_cuda_and_old_runs_keep_vllms(
     'vllm' elsewhere, where a tile is an error; make_engine passes it on. A CUDA run saved before the
     field existed ran vLLM's tile: resuming it under today's default is a change whose error says
     to write 'vllm', which then resumes."""
-    import advsim.config as config_mod
-    from advsim.config import ConfigError, EngineConfig, config_from_dict
+    from advsim.config import ConfigError, config_from_dict
     from policies.engines import base
     from tests.test_train import TINY
-    from tests.test_vllm_cuda_patches import (_capture_vllm_engine_kwargs,
+    from tests.test_vllm_cuda_patches import (_capture_vllm_engine_kwargs, assert_a_cuda_only_text_field,
                                               assert_a_run_saved_before_the_field_resumes_with_its_value)
 
-    assert EngineConfig().lora_shrink == "vllm"
-    with pytest.raises(ConfigError, match=r"engine.lora_shrink is for vLLM on CUDA .*kind 'vllm' on 'cpu', where it "
-                                          r"stays 'vllm'"):
-        config_from_dict({"engine": {"kind": "vllm", "device": "cpu", "lora_shrink": "16x256"}})
-    monkeypatch.setattr("policies.engines.check_engine_settings", lambda *a, **k: None)
-    monkeypatch.setattr(config_mod, "_memory_gib", lambda device="cpu": 141)
-    cuda = {**TINY["engine"], "kind": "vllm", "device": "cuda", "dtype": "bfloat16"}
-    assert EngineConfig(kind="vllm", device="cuda", dtype="bfloat16").lora_shrink == "16x256"
-    assert EngineConfig(kind="torch", device="cuda", dtype="bfloat16").lora_shrink == "vllm"
-    for good in ("vllm", "32x64"):
-        assert config_from_dict({**TINY, "engine": {**cuda, "lora_shrink": good}}).engine.lora_shrink == good
-    with pytest.raises(ConfigError, match=r"engine.lora_shrink must be 'vllm' or ROWSxK .*got '16x100'"):
-        config_from_dict({**TINY, "engine": {**cuda, "lora_shrink": "16x100"}})
+    cuda = assert_a_cuda_only_text_field(monkeypatch, "lora_shrink", "16x256", "32x64", "16x100",
+                                         r"engine.lora_shrink must be 'vllm' or ROWSxK .*got '16x100'")
     for number in (16, 256, True):  # YAML: lora_shrink: 16, 0x100, yes
         with pytest.raises(ConfigError, match=rf"engine.lora_shrink: {number} is not 'vllm' or a tile ROWSxK \(quote "
                                               r"it, e.g. '16x256'\)"):
