@@ -654,8 +654,10 @@ def test_multiprocessing_engine_only_without_our_patches(tmp_path, monkeypatch):
     monkeypatch.setattr(ve, "_linear_kernel", lambda *a: ("vllm default", "not consistent"))
     monkeypatch.setattr(vllm, "LLM", lambda **kw: seen.append(os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"]))
     monkeypatch.setenv("VLLM_ENABLE_V1_MULTIPROCESSING", "x")
+    monkeypatch.setenv("VLLM_WORKER_MULTIPROC_METHOD", "fork")
     e = ve.VLLMEngine(device="cuda", dtype="bfloat16", consistent=False, enable_lora=False, multiprocessing=True)
     assert (seen, e.multiprocessing) == (["1"], True)
+    assert os.environ["VLLM_WORKER_MULTIPROC_METHOD"] == "spawn"  # fork fails once this process used CUDA
     e = ve.VLLMEngine(device="cuda", dtype="bfloat16", consistent=False, enable_lora=False)
     assert (seen, e.multiprocessing) == (["1", "0"], False)
     for kwargs, message in (

@@ -399,8 +399,9 @@ class VLLMEngine:
         multiprocessing: CUDA only, and only for an engine without any of our patches
             (``consistent=False``, ``batched_sampler=False``): run vLLM's engine core (scheduler,
             model runner, sampler) in a process of its own, as vLLM does by default
-            (``VLLM_ENABLE_V1_MULTIPROCESSING=1``), so this process's output processing overlaps
-            the next engine step. Default False: the engine core runs in this process, where our
+            (``VLLM_ENABLE_V1_MULTIPROCESSING=1``, started with ``spawn``: a forked one fails once
+            this process has used CUDA), so this process's output processing overlaps the next
+            engine step. Default False: the engine core runs in this process, where our
             patches are installed and the bench's profiler sees its kernels. A diagnostic of how
             much of a host-bound step the in-process engine costs (bench label
             ``default+multiprocessing=true``).
@@ -448,6 +449,8 @@ class VLLMEngine:
         _check_multiprocessing(multiprocessing, device, consistent, batched_sampler, lora_kernels)  # ValueError
         path = resolve_backbone(model)
         os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "1" if multiprocessing else "0"
+        if multiprocessing:  # a forked engine core cannot use CUDA once this process has (H100, 2026-12-06d)
+            os.environ["VLLM_WORKER_MULTIPROC_METHOD"] = "spawn"
         self.multiprocessing = bool(multiprocessing)
         os.environ.setdefault("VLLM_CACHE_ROOT", str(vllm_cache_root or (cache_root() / "vllm")))
         os.environ["OMP_NUM_THREADS"] = str(threads)
