@@ -595,7 +595,7 @@ def test_roofline_is_the_rows_flops_at_the_matrix_rate_or_its_bytes_at_the_bandw
     4 × 10, one layer with one head of 2, a card of 1,000 FLOP/s and 1,000 B/s): the row takes at
     least the larger of all its FLOPs over the matrix rate and all its bytes over the bandwidth
     (phases may overlap); each phase's own bound is reported beside it."""
-    from advsim.bench.cuda import bandwidth_floor, roofline
+    from advsim.bench.cuda import bandwidth_floor, prefill_then_decode, roofline
 
     card = {"bf16_flops_per_s": 1e3, "copy_bytes_per_s": 1e3}
     r = roofline(TOY_SHAPE, 1, card, prompt=2, new=3)
@@ -604,6 +604,7 @@ def test_roofline_is_the_rows_flops_at_the_matrix_rate_or_its_bytes_at_the_bandw
     # and 4: 1,304 + 1,312 = 2,616 FLOPs, 2,024 + 2,032 = 4,056 B. Row: 5,120 FLOPs (5.12 s), 6,072 B (6.072 s)
     assert (r["compute_s"], r["memory_s"], r["tokens_per_s"]) == pytest.approx((5.12, 6.072, 3 / 6.072))
     assert (r["prefill_s"], r["decode_s"]) == pytest.approx((2.504, 4.056))  # 6.56 s in sequence: overlap wins
+    assert prefill_then_decode(r, 1, new=3) == pytest.approx(3 / 6.56)  # below the roofline's 3 / 6.072
     # 100 sequences: compute-bound (250,400 + 261,600 FLOPs against 3,600 + 9,600 B)
     r = roofline(TOY_SHAPE, 100, card, prompt=2, new=3)
     assert (r["compute_s"], r["memory_s"], r["tokens_per_s"]) == pytest.approx((512.0, 13.2, 300 / 512))
@@ -711,14 +712,19 @@ def test_cuda_bench_throughput_table_puts_every_row_and_the_target_against_the_r
     assert json.loads((tmp_path / "p.json").read_text())["ceilings"] == card
     limit = {b: cuda.roofline(shape, int(b), card)["tokens_per_s"] for b in ("64", "256")}
     assert {b: v["tokens_per_s"] for b, v in out["roofline"].items()} == limit
-    assert out["three_times_transformers"] == {b: {"tokens_per_s": 3 * t, "of_roofline": 3 * t / limit[b]}
+    phases = {b: cuda.roofline(shape, int(b), card) for b in ("64", "256")}
+    in_turn = {b: int(b) * 128 / (p["prefill_s"] + p["decode_s"]) for b, p in phases.items()}
+    assert out["three_times_transformers"] == {b: {"tokens_per_s": 3 * t, "of_roofline": 3 * t / limit[b],
+                                                   "of_prefill_then_decode": 3 * t / in_turn[b]}
                                                for b, t in (("64", 3000.0), ("256", 6000.0))}
+    assert all(in_turn[b] < limit[b] for b in in_turn)  # in turn is slower than the best overlap
     text = " ".join(capsys.readouterr().out.split())
     assert "roofline on NVIDIA H100 80GB HBM3 (measured: copy 3.00 TB/s, read 3.20 TB/s, bf16 matrix product " \
            f"790 TFLOP/s): B = 64: {limit['64']:,.0f} tokens/s (compute >= " in text
     assert f"contract │ 6,000 │ 8,000 │ {6000 / limit['64']:.1%} │ {8000 / limit['256']:.1%} │ 0.400 │ 1.250" in text
     assert f"transformers │ 3,000 │ 6,000 │ {3000 / limit['64']:.1%} │ {6000 / limit['256']:.1%} │ – │ –" in text
-    assert f"3 x transformers, B = 256: 18,000 tokens/s = {18000 / limit['256']:.0%} of the roofline" in text
+    assert f"3 x transformers, B = 256: 18,000 tokens/s = {18000 / limit['256']:.0%} of the roofline, " \
+           f"{18000 / in_turn['256']:.0%} of what a schedule that prefills every prompt before decoding allows" in text
     # the ceilings' process failed: the rates stand, without a roofline, and the error is kept
     canned = {"ceilings": {"error": "exit 1: CUDA error: out of memory"},
               "default": {"throughput": {b: {"tokens_per_s": 1.0, "runs": []} for b in ("64", "256")}}}
