@@ -154,7 +154,9 @@ CUDA_SHRINK = "16x256"
 on an H100 (2026-12-06c, ``results/h100-lora-shrink-2026-12-06``) the shrink kernels' GPU time fell
 from 80.0 to 52.0 ms in one profiled generate (SmolLM2-135M, B = 256) and the tile ran 1.12-1.39x
 vLLM's own tile in two same-call A/Bs — a gain within the spread between processes there — with
-diff = 0 in every consistency row at 135M and at the 1.7B shapes."""
+diff = 0 in every consistency row at 135M and at the 1.7B shapes; at the 1.7B shapes 1.04x / 1.18x
+vLLM's tile at B = 64 / 256 in one call (2026-12-06d, ``results/h100-1.7b-profile-2026-12-06``,
+where all ten gpu-marked tests passed with it)."""
 
 
 def _lora_shrink_tile(setting: str, device: str, consistent: bool) -> tuple[int, int] | None:
@@ -394,8 +396,9 @@ class VLLMEngine:
             reversed) — within the spread between processes at 135M (earlier calls measured
             vLLM's tile at up to 13,906 / 23,498) — with the shrink kernels' GPU time 80.0 → 52.0 ms
             in one profiled generate; 6,374 / 9,544 at the SmolLM2-1.7B shapes (1.65× / 1.49×
-            transformers static cache + ``torch.compile`` in the same call; no same-call A/B
-            there); diff = 0 in every consistency row at both.
+            transformers static cache + ``torch.compile`` in the same call) and 6,309 / 9,421
+            against 6,061 / 8,000 with vLLM's tile in another call there (1.04× / 1.18×,
+            ``results/h100-1.7b-profile-2026-12-06``); diff = 0 in every consistency row at both.
         multiprocessing: CUDA only, and only for an engine without any of our patches
             (``consistent=False``, ``batched_sampler=False``): run vLLM's engine core (scheduler,
             model runner, sampler) in a process of its own, as vLLM does by default
