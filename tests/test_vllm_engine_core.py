@@ -1,0 +1,184 @@
+"""Our vLLM patches in vLLM's engine-core process (``VLLMEngine(multiprocessing=True)``,
+:mod:`policies.vllm_engine_core`): what the engine's process carries over, how a worker installs
+it or refuses to start, how the engine checks each worker, and — on the CPU, end to end — that a
+spawned engine core holds the contract's patches and keeps rollout = re-score bit for bit."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+from policies import vllm_engine_core as vec
+
+
+def test_payload_round_trips_and_malformed_values_are_refused():
+    want = vec.payload("cuda", None, None, {"reason": "proven", "max_rows": 32768, "workspace_config": None},
+                       "16x256", True)
+    assert want == {"device": "cuda", "cpu_patches": None, "workspace_config": None,
+                    "cublas_linear": {"reason": "proven", "max_rows": 32768, "workspace_config": None},
+                    "lora_shrink": "16x256", "batched_sampler": True}
+    assert vec.read_payload(json.dumps(want)) == want
+    assert vec.expected(want) == {"cpu_patches": None, "lora_shrink": "16x256", "batched_sampler": True,
+                                  "cublas_linear": True}
+    with pytest.raises(ValueError, match="device must be 'cpu' or 'cuda'; got 'tpu'"):
+        vec.payload("tpu")
+    with pytest.raises(ValueError, match="cpu_patches must be None, 'consistency' or 'lora_kernels'"):
+        vec.payload("cpu", "all")
+    with pytest.raises(ValueError, match="ADVSIM_VLLM_PATCHES is not JSON"):
+        vec.read_payload("{device: cpu")
+    with pytest.raises(ValueError, match="must be an object with the keys device, cpu_patches"):
+        vec.read_payload(json.dumps({**want, "extra": 1}))
+    with pytest.raises(ValueError, match="must be an object with the keys"):
+        vec.read_payload("[1, 2]")
+    assert vec.install_from_env({}) is None  # not a worker of ours: nothing happens
+
+
+def test_a_worker_installs_what_the_engine_asked_in_its_order_or_refuses_to_start(monkeypatch):
+    """CUDA: the workspace setting first (kept or left), the cuBLAS verdict adopted, the shrink
+    tile, the sampler; CPU: the CPU fixes. A patch that refuses is a RuntimeError naming it (the
+    worker's start fails) — never a worker running without it."""
+    from policies import vllm_cpu_patches, vllm_cuda_patches, vllm_lora_shrink, vllm_seeded_sampler
+
+    calls = []
+    monkeypatch.setattr(vllm_cpu_patches, "install", lambda consistency: calls.append(("cpu", consistency)))
+    monkeypatch.setattr(vllm_cuda_patches, "keep_workspace_config", lambda v: calls.append(("keep", v)))
+    monkeypatch.setattr(vllm_cuda_patches, "leave_workspace_config", lambda: calls.append(("leave",)))
+    monkeypatch.setattr(vllm_cuda_patches, "adopt", lambda r, m, w: calls.append(("adopt", r, m, w)) or (True, r))
+    monkeypatch.setattr(vllm_lora_shrink, "install", lambda m, k: calls.append(("shrink", m, k)) or (True, ""))
+    monkeypatch.setattr(vllm_seeded_sampler, "install", lambda: calls.append(("sampler",)) or (True, ""))
+    monkeypatch.setattr(vec, "installed", lambda device: {"device": device})
+    linear = {"reason": "cuBLAS row-invariant for 5 shapes", "max_rows": 32768, "workspace_config": None}
+    assert vec.install(vec.payload("cuda", None, None, linear, "16x256", True)) == {"device": "cuda"}
+    assert calls == [("keep", None), ("adopt", "cuBLAS row-invariant for 5 shapes", 32768, None),
+                     ("shrink", 16, 256), ("sampler",)]
+    calls.clear()
+    vec.install(vec.payload("cuda", None, "vllm", None, "vllm", False))  # vLLM's defaults: nothing but "leave"
+    assert calls == [("leave",)]
+    calls.clear()
+    vec.install(vec.payload("cpu", "consistency"))
+    assert calls == [("cpu", True)]
+    calls.clear()
+    environ = {vec.PATCHES_ENV: json.dumps(vec.payload("cpu", "lora_kernels"))}
+    assert vec.install_from_env(environ) == {"device": "cpu"} and calls == [("cpu", False)]
+
+    monkeypatch.setattr(vllm_cuda_patches, "adopt", lambda r, m, w: (False, "compute capability 8.0: only Hopper"))
+    with pytest.raises(RuntimeError, match="cuBLAS linear layers in vLLM's engine core: compute capability 8.0"):
+        vec.install(vec.payload("cuda", None, None, linear))
+    monkeypatch.setattr(vllm_lora_shrink, "install", lambda m, k: (False, "LoRA shrink tile 16x64 is already"))
+    with pytest.raises(RuntimeError, match="LoRA shrink tile 32x128 in vLLM's engine core: LoRA shrink tile 16x64"):
+        vec.install(vec.payload("cuda", None, None, None, "32x128"))
+    monkeypatch.setattr(vllm_seeded_sampler, "install", lambda: (False, "no CUDA device"))
+    with pytest.raises(RuntimeError, match="batched seeded sampler in vLLM's engine core: no CUDA device"):
+        vec.install(vec.payload("cuda", None, None, None, "vllm", True))
+
+
+def _fake_engine_start(monkeypatch, tmp_path, holds):
+    """A CUDA VLLMEngine start with vLLM faked: returns what ``LLM()`` saw."""
+    import policies.backbone as pb
+    import policies.engines.vllm_engine as ve
+    import vllm
+
+    seen = {}
+
+    class FakeLLM:
+        def __init__(self, **kw):
+            seen.update(kw=kw, env=os.environ.get(vec.PATCHES_ENV),
+                        mp=os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"],
+                        method=os.environ.get("VLLM_WORKER_MULTIPROC_METHOD"))
+
+        def collective_rpc(self, method):
+            seen.setdefault("rpc", []).append(method)
+            return holds(method)
+
+    monkeypatch.setattr(ve, "check_engine_settings", lambda *a, **k: None)
+    monkeypatch.setattr(pb, "resolve_backbone", lambda m: tmp_path)
+    monkeypatch.setattr(pb, "load_tokenizer", lambda p: None)
+    monkeypatch.setattr(ve, "_set_batch_invariant", lambda consistent: None)
+    monkeypatch.setattr(ve, "cuda_llm_settings", lambda *a, **k: {})
+    monkeypatch.setattr(ve, "_linear_kernel", lambda *a: ("vllm default", "not consistent"))
+    monkeypatch.setattr(vllm, "LLM", FakeLLM)
+    monkeypatch.setenv("VLLM_WORKER_MULTIPROC_METHOD", "fork")
+    return ve, seen
+
+
+def test_engine_hands_its_patches_to_the_engine_core_and_checks_every_worker(monkeypatch, tmp_path):
+    """``multiprocessing=True``: vLLM gets the extension's name and, only while ``LLM()`` starts,
+    the payload of what this process installed; the engine starts the core with ``spawn``, asks
+    every worker what it holds and refuses (RuntimeError) a worker that differs; the sampler's
+    call count comes from the workers. Without it the engine core stays in this process and no
+    extension is named."""
+    want = vec.payload("cuda", None, "vllm", None, "vllm", False)
+    ok = {"advsim_patches": [vec.expected(want)], "advsim_sampler_calls": [3, 4]}
+    ve, seen = _fake_engine_start(monkeypatch, tmp_path, ok.__getitem__)
+    monkeypatch.setattr(ve.VLLMEngine, "_patches", lambda self: want)
+    e = ve.VLLMEngine(device="cuda", dtype="bfloat16", consistent=False, enable_lora=False, multiprocessing=True)
+    assert seen["kw"]["worker_extension_cls"] == "policies.vllm_engine_core.WorkerExtension"
+    assert (json.loads(seen["env"]), seen["mp"], seen["method"]) == (want, "1", "spawn")
+    assert vec.PATCHES_ENV not in os.environ  # only the spawned process keeps it
+    assert e.engine_core_patches == vec.expected(want) and e.sampler_calls() == 7
+
+    seen.clear()
+    e = ve.VLLMEngine(device="cuda", dtype="bfloat16", consistent=False, enable_lora=False)
+    assert "worker_extension_cls" not in seen["kw"] and seen["env"] is None and seen["mp"] == "0"
+    assert e.engine_core_patches is None and "rpc" not in seen
+
+    _, seen = _fake_engine_start(monkeypatch, tmp_path, lambda m: [{**vec.expected(want), "lora_shrink": "16x256"}])
+    with pytest.raises(RuntimeError, match="vLLM's engine core holds other patches than this process: asked for "
+                                           r"\{'cpu_patches': None, 'lora_shrink': 'vllm'"):
+        ve.VLLMEngine(device="cuda", dtype="bfloat16", consistent=False, enable_lora=False, multiprocessing=True)
+
+
+def test_the_payload_is_what_this_process_installed(monkeypatch, tmp_path):
+    """``VLLMEngine._patches``: the process's installed patches (process-wide, as an in-process
+    engine would run them) and the engine's workspace setting, in :func:`payload`'s terms."""
+    from policies import vllm_cuda_patches
+
+    ve, _ = _fake_engine_start(monkeypatch, tmp_path, lambda m: [])
+    e = ve.VLLMEngine(device="cuda", dtype="bfloat16", consistent=False, enable_lora=False)
+    monkeypatch.setattr(vec, "installed", lambda device: {"cpu_patches": None, "lora_shrink": "16x256",
+                                                          "batched_sampler": True, "cublas_linear": True})
+    monkeypatch.setitem(vllm_cuda_patches._STATE, "reason", "cuBLAS row-invariant for 5 shapes")
+    monkeypatch.setitem(vllm_cuda_patches._STATE, "proven_max_rows", 32768)
+    monkeypatch.setitem(vllm_cuda_patches._STATE, "proven_workspace_config", None)
+    e.cublas_workspace_config = "unset"
+    assert e._patches() == vec.payload("cuda", None, None, {"reason": "cuBLAS row-invariant for 5 shapes",
+                                                            "max_rows": 32768, "workspace_config": None},
+                                       "16x256", True)
+    e.cublas_workspace_config = "vllm"
+    assert e._patches()["workspace_config"] == "vllm"
+
+
+@pytest.mark.slow
+def test_on_the_cpu_a_spawned_engine_core_holds_the_contract_and_rollout_equals_score(tmp_path):
+    """vllm-cpu 0.32, SmolLM2-135M, three LoRA adapters and none in one batch of 16 mixed-length
+    requests: the engine core runs in another process, holds the four CPU fixes, and every
+    sampled token's log-prob equals its re-score (diff = 0)."""
+    pytest.importorskip("vllm")
+    pytest.importorskip("torch")
+    from policies.adapters import ROLES, attach_role_adapters, lora_config, randomize_adapter, save_adapter
+    from policies.backbone import load_backbone
+    from policies.engines import VLLMEngine
+    from tests.test_policies_vllm import _diff, _requests
+
+    model, tok, path = load_backbone()
+    pm = attach_role_adapters(model, config=lora_config(r=8, alpha=16))
+    for i, r in enumerate(ROLES):
+        randomize_adapter(pm, r, seed=10 + i, scale=0.05)
+        save_adapter(pm, f"{r}@0", tmp_path)
+    engine = VLLMEngine(path, max_model_len=1024, max_num_seqs=16, max_loras=4, threads=2, kv_cache_gib=1,
+                        seed=0, multiprocessing=True)
+    try:
+        assert engine.engine_core_patches == {"cpu_patches": "consistency", "lora_shrink": "vllm",
+                                              "batched_sampler": False, "cublas_linear": False}
+        pids = engine.llm.collective_rpc("advsim_pid")
+        assert pids and os.getpid() not in pids  # the model runs in another process
+        for r in ROLES:
+            engine.add_adapter(f"{r}@0", tmp_path / f"{r}@0")
+        gens = engine.generate(_requests(tok))
+        assert sum(len(g.token_ids) for g in gens) >= 100
+        rep = _diff(engine, gens)
+        assert (rep.max, rep.mean, rep.std, rep.k3) == (0.0, 0.0, 0.0, 0.0) and rep.n_equal == rep.n_tokens
+    finally:
+        engine.close()
