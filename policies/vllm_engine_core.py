@@ -170,6 +170,13 @@ class WorkerExtension:
         """This worker's process id (the engine's process has another one)."""
         return os.getpid()
 
+    def advsim_threads(self) -> int:
+        """The intra-op threads this worker's PyTorch runs with (on the CPU a product's reduction
+        order depends on them)."""
+        import torch
+
+        return torch.get_num_threads()
+
     def advsim_sampler_calls(self) -> int:
         """How many times this worker sampled through the batched seeded sampler."""
         from policies import vllm_seeded_sampler

