@@ -3,6 +3,7 @@
 import json
 import re
 import sys
+import tempfile
 import types
 from pathlib import Path
 
@@ -504,28 +505,62 @@ def test_cuda_bench_rollout_rows_and_ratios(monkeypatch, capsys):
     assert "01234567 fedcba98" in text  # each run's rollout digest, shortened: equal rollouts show equal digests
 
 
-def test_cuda_bench_keeps_the_finished_parts_of_a_configuration_that_timed_out(monkeypatch):
+def test_cuda_bench_keeps_the_finished_parts_of_a_configuration_that_timed_out(monkeypatch, tmp_path):
     """A configuration that passes its time limit keeps the last partial it printed (e.g. its
-    throughput rows before a slow rollout part), with the timeout as its error."""
+    throughput rows before a slow rollout part), with the timeout as its error; its output, streamed
+    to ``<log_dir>/<label>.log`` while it ran, stays there (what a call killed from outside keeps
+    too). A configuration that finishes leaves no log; one that fails keeps it."""
     import subprocess
 
     from advsim.bench import cuda
 
     def run(cmd, **kw):
-        raise subprocess.TimeoutExpired(cmd, kw["timeout"], output=b'INFO starting\n{"partial": {"throughput": {"64": 1}}}\n'
-                                        b'{"partial": {"throughput": {"64": 1}, "rollout_seconds": 3}}\n')
+        kw["stdout"].write('INFO starting\n{"partial": {"throughput": {"64": 1}}}\n'
+                           '{"partial": {"throughput": {"64": 1}, "rollout_seconds": 3}}\n')
+        kw["stdout"].flush()
+        raise subprocess.TimeoutExpired(cmd, kw["timeout"])
 
     monkeypatch.setattr(subprocess, "run", run)
-    assert cuda.measure_in_subprocess("transformers", ("throughput", "rollout"), timeout=5) == {
-        "throughput": {"64": 1}, "rollout_seconds": 3, "error": "timed out after 5 s; last output: INFO starting"}
+    log = tmp_path / "transformers.log"
+    assert cuda.measure_in_subprocess("transformers", ("throughput", "rollout"), timeout=5, log_dir=tmp_path) == {
+        "throughput": {"64": 1}, "rollout_seconds": 3, "error": "timed out after 5 s; last output: INFO starting",
+        "log": str(log)}
+    assert log.read_text().startswith("INFO starting\n")
 
     def cold(cmd, **kw):  # nothing measured yet: the error says where it was
-        raise subprocess.TimeoutExpired(cmd, kw["timeout"], output=None,
-                                        stderr=b"a\nb\nINFO Compiling a graph for compile range (1, 8192)\n\n")
+        kw["stdout"].write("a\nb\nINFO Compiling a graph for compile range (1, 8192)\n\n")
+        kw["stdout"].flush()
+        raise subprocess.TimeoutExpired(cmd, kw["timeout"])
 
     monkeypatch.setattr(subprocess, "run", cold)
-    assert cuda.measure_in_subprocess("contract", ("throughput",), timeout=140) == {
-        "error": "timed out after 140 s; last output: a | b | INFO Compiling a graph for compile range (1, 8192)"}
+    got = cuda.measure_in_subprocess("contract+lora_shrink=16x256", ("throughput",), timeout=140, log_dir=tmp_path)
+    assert got == {"error": "timed out after 140 s; last output: a | b | INFO Compiling a graph for compile range "
+                            "(1, 8192)", "log": str(tmp_path / "contract+lora_shrink=16x256.log")}
+
+    def fine(cmd, **kw):
+        assert kw["stderr"] is subprocess.STDOUT  # vLLM's log and the JSON lines in one file, in order
+        kw["stdout"].write('(EngineCore pid=7) INFO 12-06 08:00:00 [cuda.py:1] Using AttentionBackendEnum.TRITON_ATTN '
+                           'backend.\n{"throughput": {"64": 2}}\n')
+        return subprocess.CompletedProcess(cmd, 0)
+
+    monkeypatch.setattr(subprocess, "run", fine)
+    got = cuda.measure_in_subprocess("default", ("throughput",), timeout=9, log_dir=tmp_path)
+    assert got["throughput"] == {"64": 2} and got["engine_log"] == ["Using AttentionBackendEnum.TRITON_ATTN backend."]
+    assert not (tmp_path / "default.log").exists() and "log" not in got
+
+    def crash(cmd, **kw):
+        kw["stdout"].write("Traceback (most recent call last):\nRuntimeError: Engine core initialization failed\n")
+        return subprocess.CompletedProcess(cmd, 1)
+
+    monkeypatch.setattr(subprocess, "run", crash)
+    got = cuda.measure_in_subprocess("default+multiprocessing=true", ("throughput",), timeout=9, log_dir=tmp_path)
+    assert got["error"].startswith("exit 1: Traceback") and got["error"].endswith("initialization failed\n")
+    assert (tmp_path / "default+multiprocessing=true.log").exists()
+    # without a folder: a temporary one, gone with a configuration that finished
+    monkeypatch.setattr(subprocess, "run", fine)
+    before = set(Path(tempfile.gettempdir()).glob("advsim-bench-*"))
+    assert cuda.measure_in_subprocess("default", ("throughput",), timeout=9)["throughput"] == {"64": 2}
+    assert set(Path(tempfile.gettempdir()).glob("advsim-bench-*")) == before
 
 
 def test_cuda_bench_rows_report_each_row_as_it_finishes():
@@ -704,9 +739,12 @@ def test_cuda_bench_throughput_table_puts_every_row_and_the_target_against_the_r
               "transformers": {"throughput": {
                   "64": {"tokens_per_s": 3000.0, "runs": []}, "256": {"tokens_per_s": 6000.0, "runs": []}}}}
     order = []
-    monkeypatch.setattr(cuda, "measure_in_subprocess", lambda lb, parts, **k: order.append(lb) or canned[lb])
+    logs = []
+    monkeypatch.setattr(cuda, "measure_in_subprocess",
+                        lambda lb, parts, **k: order.append(lb) or logs.append(k["log_dir"]) or canned[lb])
     out = cuda.run(parts=("throughput",), labels=["contract", "transformers"], backbone="random:smollm2-1.7b",
                    partial=tmp_path / "p.json")
+    assert logs == [tmp_path / "p.logs"] * 3  # each configuration's output beside the partial results
     assert order == ["ceilings", "contract", "transformers"] and seen == [("random:smollm2-1.7b", None)]
     assert out["ceilings"] == card and out["workload"] == shape
     assert json.loads((tmp_path / "p.json").read_text())["ceilings"] == card

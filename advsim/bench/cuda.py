@@ -1247,26 +1247,41 @@ def _last_partial(lines) -> dict:
 
 def measure_in_subprocess(label: str, parts: tuple[str, ...], timeout: float = 900,
                           backbone: str = DEFAULT_BACKBONE, executor: str | os.PathLike | None = None,
-                          repeats: int = 2) -> dict:
-    """:func:`measure` in a fresh Python process (its own vLLM mode); the error, if it failed."""
+                          repeats: int = 2, log_dir: str | os.PathLike | None = None) -> dict:
+    """:func:`measure` in a fresh Python process (its own vLLM mode); the error, if it failed.
+
+    The process's output (its JSON lines, vLLM's log, a traceback) is streamed to
+    ``<log_dir>/<label>.log`` as it runs (a temporary folder without ``log_dir``), so a measurement
+    killed from outside — a device call running out — leaves what it printed. The file is
+    removed when the configuration finishes; a failed or timed-out one keeps it and names it in
+    ``"log"``.
+    """
     cmd = [sys.executable, "-m", "advsim.bench.cuda", label, ",".join(parts), backbone, str(executor or ""), str(repeats)]
+    folder = Path(log_dir) if log_dir is not None else Path(tempfile.mkdtemp(prefix="advsim-bench-"))
+    folder.mkdir(parents=True, exist_ok=True)
+    log = folder / f"{re.sub(r'[^A-Za-z0-9_.=+-]', '-', label)}.log"
     t0 = time.perf_counter()
-    try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
-    except subprocess.TimeoutExpired as exc:  # keep the parts that finished before the limit
-        text = [x.decode(errors="replace") if isinstance(x, bytes) else (x or "") for x in (exc.stdout, exc.stderr)]
+    with open(log, "w", encoding="utf-8") as sink:
+        try:
+            proc = subprocess.run(cmd, stdout=sink, stderr=subprocess.STDOUT, text=True, timeout=timeout)
+        except subprocess.TimeoutExpired:
+            proc = None
+    text = log.read_text(encoding="utf-8", errors="replace")
+    json_lines = [x for x in text.splitlines() if x.startswith("{")]
+    if proc is None:  # keep the parts that finished before the limit
         # where it was: a first configuration on a fresh machine spends minutes compiling (vLLM's
         # torch.compile, Triton kernels, the cuBLAS proof) before it measures anything
-        last = [x.strip()[:200] for x in (text[0] + "\n" + text[1]).splitlines()
-                if x.strip() and not x.startswith("{")][-3:]
-        return {**_last_partial(text[0].splitlines()), "error": f"timed out after {timeout} s"
-                + (f"; last output: {' | '.join(last)}" if last else "")}
-    lines = [x for x in proc.stdout.splitlines() if x.startswith("{")]
-    if proc.returncode != 0 or not lines:
-        return {**_last_partial(lines), "error": f"exit {proc.returncode}: {proc.stderr[-6000:]}"}
-    res = json.loads(lines[-1])
+        last = [x.strip()[:200] for x in text.splitlines() if x.strip() and not x.startswith("{")][-3:]
+        return {**_last_partial(json_lines), "error": f"timed out after {timeout} s"
+                + (f"; last output: {' | '.join(last)}" if last else ""), "log": str(log)}
+    if proc.returncode != 0 or not json_lines:
+        return {**_last_partial(json_lines), "error": f"exit {proc.returncode}: {text[-6000:]}", "log": str(log)}
+    res = json.loads(json_lines[-1])
     res["wall_seconds"] = round(time.perf_counter() - t0, 1)
-    res["engine_log"] = engine_log(proc.stdout + proc.stderr)
+    res["engine_log"] = engine_log(text)
+    log.unlink()
+    if log_dir is None:
+        folder.rmdir()
     return res
 
 
@@ -1319,7 +1334,9 @@ def run(parts: tuple[str, ...] = ("consistency", "throughput"), labels=None, par
             for throughput and ``gradient`` for consistency); a vLLM one may carry overrides,
             ``contract+max_num_batched_tokens=8192`` (:func:`engine_settings`).
         partial: where to write the results so far (atomically) after each configuration, so a
-            run cut short keeps what it measured.
+            run cut short keeps what it measured; beside it, the folder ``<partial>.logs`` holds the
+            running configuration's output as it is printed, and afterwards each failed one's
+            (:func:`measure_in_subprocess`; removed when empty).
         timeout: seconds per configuration.
         backbone: the model every configuration runs (default the embedded SmolLM2-135M-Instruct;
             ``random:smollm2-1.7b`` for SmolLM2-1.7B's shapes with random weights).
@@ -1349,22 +1366,25 @@ def run(parts: tuple[str, ...] = ("consistency", "throughput"), labels=None, par
                              + (["transformers"] if "throughput" in parts or "rollout" in parts else [])
                              + (["gradient"] if "consistency" in parts else [])))
     results = {}
+    logs = partial.with_suffix(".logs") if partial is not None else None  # each running configuration's output
     bound: dict = {}  # the card's ceilings and the rows' work, before any configuration runs
     if "throughput" in parts:
         try:
             bound["workload"] = workload_shape(backbone, executor)
         except Exception as exc:  # the rates matter more than their bound: measure them anyway
             bound["workload_error"] = f"{type(exc).__name__}: {exc}"
-        card = measure_in_subprocess("ceilings", ("throughput",), timeout=300, backbone=backbone)
+        card = measure_in_subprocess("ceilings", ("throughput",), timeout=300, backbone=backbone, log_dir=logs)
         bound.update({"ceilings": card["ceilings"]} if "ceilings" in card
                      else {"ceilings_error": card.get("error", f"no ceilings in {sorted(card)}")})
     for lb in labels:
         results[lb] = measure_in_subprocess(lb, parts, timeout=timeout, backbone=backbone, executor=executor,
-                                            repeats=repeats)
+                                            repeats=repeats, log_dir=logs)
         print(f"{lb}: {'failed' if 'error' in results[lb] else 'done'} in {results[lb].get('wall_seconds', '?')} s",
               flush=True)
         if partial is not None:
             atomic_write_text(partial, json.dumps({**bound, "configs": results}, indent=1))
+    if logs is not None and logs.is_dir() and not any(logs.iterdir()):
+        logs.rmdir()  # every configuration finished: nothing to keep
     out: dict = {"model": f"{backbone} bf16 + LoRA r=8 role adapters (none in the -base rows)", "backbone": backbone,
                  "executor_adapter": str(executor) if executor else "random (r 8, seed 10, scale 0.05)",
                  "repeats": repeats, **bound, "configs": results}

@@ -4,7 +4,8 @@
 #        # advsim.bench.cuda for some configurations -> $OUT/bench-<first label>.json; PARTS e.g.
 #        # throughput,profile (default consistency,throughput); EXECUTOR_DIR: a run's trained
 #        # adapters/executor@N (e.g. results/demo-executor-2026-12-04/executor@2) instead of the random one;
-#        # REPEATS=N timed runs per row (default 2; the rate is their median). PER_CONFIG_S: give a
+#        # REPEATS=N timed runs per row (default 2; the rate is their median). A configuration that fails or
+#        # is still running when the call ends leaves its output in $OUT/bench-<first label>.partial.logs/<label>.log. PER_CONFIG_S: give a
 #        # fresh machine's configurations >= 240 s each (cold compile caches: on 2026-12-05 a fresh H100
 #        # timed out contract-light AND default at 140 s each before measuring anything)
 #   bash scripts/gpu/measure.sh tests [TIMEOUT_S] [PYTEST_ARGS…]  # the gpu-marked tests (their two files only:
