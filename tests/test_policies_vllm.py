@@ -16,19 +16,28 @@ pytestmark = pytest.mark.slow
 torch = pytest.importorskip("torch")
 
 
-@pytest.fixture(scope="module")
-def setup(tmp_path_factory):
-    pytest.importorskip("vllm")
+def role_adapters(root):
+    """SmolLM2-135M with the three role adapters at rank 8, each randomized (seeds 10, 11, 12,
+    scale 0.05) and saved as ``<role>@0`` under ``root``: ``(peft model, tokenizer, backbone path)``."""
     from policies.adapters import ROLES, attach_role_adapters, lora_config, randomize_adapter, save_adapter
     from policies.backbone import load_backbone
-    from policies.engines import VLLMEngine
 
-    root = tmp_path_factory.mktemp("adapters")
     model, tok, path = load_backbone()
     pm = attach_role_adapters(model, config=lora_config(r=8, alpha=16))
     for i, r in enumerate(ROLES):
         randomize_adapter(pm, r, seed=10 + i, scale=0.05)
         save_adapter(pm, f"{r}@0", root)
+    return pm, tok, path
+
+
+@pytest.fixture(scope="module")
+def setup(tmp_path_factory):
+    pytest.importorskip("vllm")
+    from policies.adapters import ROLES
+    from policies.engines import VLLMEngine
+
+    root = tmp_path_factory.mktemp("adapters")
+    pm, tok, path = role_adapters(root)
     engine = VLLMEngine(path, max_model_len=1024, max_num_seqs=16, max_loras=4, threads=2,
                         kv_cache_gib=1, seed=0)
     for r in ROLES:

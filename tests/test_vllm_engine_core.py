@@ -206,16 +206,11 @@ def test_on_the_cpu_a_spawned_engine_core_holds_the_contract_and_rollout_equals_
     same tokens with the same log-probs, bit for bit (the same kernels either way)."""
     pytest.importorskip("vllm")
     torch = pytest.importorskip("torch")
-    from policies.adapters import ROLES, attach_role_adapters, lora_config, randomize_adapter, save_adapter
-    from policies.backbone import load_backbone
+    from policies.adapters import ROLES
     from policies.engines import VLLMEngine
-    from tests.test_policies_vllm import _diff, _requests
+    from tests.test_policies_vllm import _diff, _requests, role_adapters
 
-    model, tok, path = load_backbone()
-    pm = attach_role_adapters(model, config=lora_config(r=8, alpha=16))
-    for i, r in enumerate(ROLES):
-        randomize_adapter(pm, r, seed=10 + i, scale=0.05)
-        save_adapter(pm, f"{r}@0", tmp_path)
+    _, tok, path = role_adapters(tmp_path)
     engine = VLLMEngine(path, max_model_len=1024, max_num_seqs=16, max_loras=4, threads=2, kv_cache_gib=1,
                         seed=0, multiprocessing=True)
     try:
