@@ -430,7 +430,14 @@ def _where_it_applies():
 
 def _rebind(modules, workspace_config: str | None, max_rows: int, reason: str) -> tuple[bool, str]:
     """Rebind ``linear_batch_invariant`` in ``modules`` to :func:`cublas_linear`, keep the
-    workspace setting after vLLM's start, and record the install."""
+    workspace setting after vLLM's start, and record the install.
+
+    The custom op is registered here, before vLLM compiles anything: registered lazily by the
+    first :func:`cublas_linear` call, that call would come inside Dynamo's trace of the model
+    (where ``torch.library.custom_op`` cannot run: "Attempted to inline function marked as
+    skipped") in a process that never ran the proof — vLLM's engine-core process
+    (``VLLMEngine(multiprocessing=True)``; H100, 2026-12-06e)."""
+    _cublas_mm()
     for mod in modules:
         mod._advsim_linear_batch_invariant = mod.linear_batch_invariant
         mod.linear_batch_invariant = cublas_linear

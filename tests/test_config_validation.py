@@ -535,7 +535,7 @@ def test_cuda_bench_keeps_the_finished_parts_of_a_configuration_that_timed_out(m
     monkeypatch.setattr(subprocess, "run", cold)
     got = cuda.measure_in_subprocess("contract+lora_shrink=16x256", ("throughput",), timeout=140, log_dir=tmp_path)
     assert got == {"error": "timed out after 140 s; last output: a | b | INFO Compiling a graph for compile range "
-                            "(1, 8192)", "log": str(tmp_path / "contract+lora_shrink=16x256.log")}
+                            "(1, 8192)", "log": str(tmp_path / "contract-lora_shrink-16x256.log")}
 
     def fine(cmd, **kw):
         assert kw["stderr"] is subprocess.STDOUT  # vLLM's log and the JSON lines in one file, in order
@@ -548,14 +548,19 @@ def test_cuda_bench_keeps_the_finished_parts_of_a_configuration_that_timed_out(m
     assert got["throughput"] == {"64": 2} and got["engine_log"] == ["Using AttentionBackendEnum.TRITON_ATTN backend."]
     assert not (tmp_path / "default.log").exists() and "log" not in got
 
-    def crash(cmd, **kw):
-        kw["stdout"].write("Traceback (most recent call last):\nRuntimeError: Engine core initialization failed\n")
+    def crash(cmd, **kw):  # vLLM's engine-core process prints the root cause first, the parent's error last
+        kw["stdout"].write("(EngineCore pid=9) ERROR 12-06 10:35:00 [core.py:1165] Traceback (most recent call last):\n"
+                           "(EngineCore pid=9) ERROR 12-06 10:35:00 [core.py:1165] torch._dynamo.exc.Unsupported: "
+                           "Attempted to inline function marked as skipped\r\n"
+                           "Traceback (most recent call last):\nRuntimeError: Engine core initialization failed\n")
         return subprocess.CompletedProcess(cmd, 1)
 
     monkeypatch.setattr(subprocess, "run", crash)
     got = cuda.measure_in_subprocess("default+multiprocessing=true", ("throughput",), timeout=9, log_dir=tmp_path)
-    assert got["error"].startswith("exit 1: Traceback") and got["error"].endswith("initialization failed\n")
-    assert (tmp_path / "default+multiprocessing=true.log").exists()
+    assert got["error"].startswith("exit 1: (EngineCore") and got["error"].endswith("initialization failed\n")
+    assert got["first_exception"] == "torch._dynamo.exc.Unsupported: Attempted to inline function marked as skipped"
+    # the file's name keeps to letters, digits, '_', '.' and '-' (a device machine's transfer refuses '+' and '=')
+    assert got["log"] == str(tmp_path / "default-multiprocessing-true.log") and Path(got["log"]).exists()
     # without a folder: a temporary one, gone with a configuration that finished
     monkeypatch.setattr(subprocess, "run", fine)
     before = set(Path(tempfile.gettempdir()).glob("advsim-bench-*"))

@@ -2,6 +2,7 @@
 its row-invariance proof, the shapes it proves, and where it refuses — checked on the CPU. The
 patch itself runs on the GPU (tests/test_gpu_vllm.py::test_contract_is_bit_identical_in_every_scenario)."""
 
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -85,6 +86,37 @@ def test_cublas_linear_is_an_opaque_op_with_the_bias_added_after_it():
         assert tuple(vcp.cublas_linear(fx, fw).shape) == (5, 3, 4)
     compiled = torch.compile(vcp.cublas_linear, backend="eager", fullgraph=True)
     assert torch.equal(compiled(x, w, b), vcp.cublas_linear(x, w, b))
+
+
+def test_installing_registers_the_op_before_vllm_compiles_the_model(tmp_path):
+    """In a process that never ran the proof (vLLM's engine-core process, which adopts it), the
+    first ``cublas_linear`` call comes inside Dynamo's trace of the model, where
+    ``torch.library.custom_op`` cannot run ("Attempted to inline function marked as skipped":
+    the engine core failed to start on an H100, 2026-12-06e). ``_rebind`` — what ``install`` and
+    ``adopt`` end in — registers the op first, so a compiled first call works; without it the same
+    fresh process fails (the control)."""
+    import subprocess
+    import sys
+
+    prog = """
+import sys, types, torch, policies.vllm_cuda_patches as vcp
+if sys.argv[1] == "rebind":
+    mod = types.SimpleNamespace(linear_batch_invariant=None)
+    vcp._rebind([mod], vcp.VLLM_WORKSPACE_CONFIG, 8, "test")
+    assert mod.linear_batch_invariant is vcp.cublas_linear
+x, w = torch.randn(3, 8), torch.randn(4, 8)
+try:
+    y = torch.compile(vcp.cublas_linear, backend="eager", fullgraph=True)(x, w)
+    print("ok", torch.equal(y, torch.nn.functional.linear(x, w)))
+except Exception as e:
+    print("failed", type(e).__name__)
+"""
+    got = {}
+    for how in ("rebind", "lazy"):
+        out = subprocess.run([sys.executable, "-c", prog, how], capture_output=True, text=True, timeout=300,
+                             cwd=Path(__file__).resolve().parents[1])
+        got[how] = out.stdout.strip().splitlines()[-1] if out.stdout.strip() else out.stderr[-500:]
+    assert got == {"rebind": "ok True", "lazy": "failed Unsupported"}
 
 
 def test_install_refuses_an_unproven_vllm_and_patches_nothing():

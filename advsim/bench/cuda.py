@@ -1259,7 +1259,8 @@ def measure_in_subprocess(label: str, parts: tuple[str, ...], timeout: float = 9
     cmd = [sys.executable, "-m", "advsim.bench.cuda", label, ",".join(parts), backbone, str(executor or ""), str(repeats)]
     folder = Path(log_dir) if log_dir is not None else Path(tempfile.mkdtemp(prefix="advsim-bench-"))
     folder.mkdir(parents=True, exist_ok=True)
-    log = folder / f"{re.sub(r'[^A-Za-z0-9_.=+-]', '-', label)}.log"
+    # letters, digits, '_', '.' and '-' only: a device machine's file transfer refuses names with '+' or '='
+    log = folder / f"{re.sub(r'[^A-Za-z0-9_.-]', '-', label)}.log"
     t0 = time.perf_counter()
     with open(log, "w", encoding="utf-8") as sink:
         try:
@@ -1275,7 +1276,9 @@ def measure_in_subprocess(label: str, parts: tuple[str, ...], timeout: float = 9
         return {**_last_partial(json_lines), "error": f"timed out after {timeout} s"
                 + (f"; last output: {' | '.join(last)}" if last else ""), "log": str(log)}
     if proc.returncode != 0 or not json_lines:
-        return {**_last_partial(json_lines), "error": f"exit {proc.returncode}: {text[-6000:]}", "log": str(log)}
+        first = first_exception(text)
+        return {**_last_partial(json_lines), "error": f"exit {proc.returncode}: {text[-6000:]}", "log": str(log),
+                **({"first_exception": first} if first else {})}
     res = json.loads(json_lines[-1])
     res["wall_seconds"] = round(time.perf_counter() - t0, 1)
     res["engine_log"] = engine_log(text)
@@ -1283,6 +1286,22 @@ def measure_in_subprocess(label: str, parts: tuple[str, ...], timeout: float = 9
     if log_dir is None:
         folder.rmdir()
     return res
+
+
+_EXCEPTION = re.compile(r"^(?:[A-Za-z_]\w*\.)*\w*(?:Error|Exception|Unsupported|Interrupt|Exit)\b(?::.*)?$")
+
+
+def first_exception(text: str) -> str | None:
+    """The first exception line in a process's output (``RuntimeError: …``,
+    ``torch._dynamo.exc.Unsupported: …``), prefixes like ``(EngineCore pid=…) ERROR … [core.py:1165]``
+    removed, cut at 300 characters; None if there is none. vLLM's engine-core process prints the
+    root cause first and the parent's "Engine core initialization failed. See root cause above"
+    last, so the tail of a failed configuration's output misses it."""
+    for line in text.splitlines():
+        msg = line.split("] ", 1)[-1].strip() if line.startswith("(") else line.strip()
+        if _EXCEPTION.match(msg):
+            return msg[:300]
+    return None
 
 
 def engine_log(text: str) -> list[str]:
@@ -1392,6 +1411,8 @@ def run(parts: tuple[str, ...] = ("consistency", "throughput"), labels=None, par
     for lb, r in results.items():
         if "error" in r:
             con.print(f"[red]{lb}: failed: {r['error'][-1500:]}[/red]")
+            if "first_exception" in r:
+                con.print(f"[red]{lb}: first exception: {r['first_exception']}[/red]")
     if "consistency" in parts:
         a, b = results.get("contract-eager", {}), results.get("contract", {})
         if "reference" in a and "reference" in b:
