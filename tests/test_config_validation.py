@@ -461,6 +461,24 @@ def test_cuda_bench_profile_tables_show_kernels_and_host_per_configuration(monke
     assert "output processing (detokenizer, log-probs) │ 60.0 │ 17.0" in text and "all profiled │ 60.0 │ 17.0" in text
 
 
+def test_cuda_consistency_table_shows_requests_per_step_only_where_counted(monkeypatch, capsys):
+    """The step counter hooks vLLM's attention-metadata builds in the bench's own process: a row of
+    an engine whose core runs in another process (``+multiprocessing=true``) has no count, printed
+    "–" (it printed 0 on an H100 on 2026-12-06e, as if no request had run)."""
+    from advsim.bench import cuda
+
+    row = {"n_tokens": 4082, "n_equal": 4082, "max": 0.0, "mean": 0.0, "std": 0.0, "k3": 0.0}
+    canned = {"contract": {"rows": {"rollout vs score, 256 co-resident": {**row, "max_requests_per_step": 256}}},
+              "contract+multiprocessing=true": {"rows": {"rollout vs score, 256 co-resident":
+                                                         {**row, "max_requests_per_step": None}}}}
+    monkeypatch.setattr(cuda, "require_cuda", lambda: None)
+    monkeypatch.setattr(cuda, "measure_in_subprocess", lambda lb, parts, **k: canned[lb])
+    cuda.run(parts=("consistency",), labels=list(canned))
+    rows = [" ".join(x.split()) for x in capsys.readouterr().out.splitlines() if x.startswith("│ contract")]
+    assert [r.split(" │ ", 1)[0] for r in rows] == ["│ contract", "│ contract+multiprocessing=true"]
+    assert rows[0].endswith("│ 4082 │ 4082 │ 0 │ 0 │ 0 │ 0 │ 256 │") and rows[1].endswith("│ 4082 │ 4082 │ 0 │ 0 │ 0 │ 0 │ – │")
+
+
 def test_bench_profile_is_cuda_only():
     from typer.testing import CliRunner
 

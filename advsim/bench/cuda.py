@@ -483,8 +483,10 @@ def _consistency_rows(engine, vocab: int, root: Path, pm, on_row=lambda rows: No
     def rollout_vs_score(reqs):
         with _count_steps() as sizes:
             gens = engine.generate(reqs)
+        # counted in this process only: None ("–") where vLLM's engine core runs in its own
+        # (engine.multiprocessing), whose attention-metadata builds this hook does not see
         return gens, {**_diff([g.logprobs for g in gens], completion_scores(engine, gens)),
-                      "max_requests_per_step": max(sizes, default=0)}
+                      "max_requests_per_step": max(sizes) if sizes else None}
 
     first = None
     for n in CORESIDENT:
@@ -1429,7 +1431,7 @@ def run(parts: tuple[str, ...] = ("consistency", "throughput"), labels=None, par
             for name, row in r.get("rows", {}).items():
                 table.add_row(lb, name, str(row["n_tokens"]), str(row["n_equal"]), f"{row['max']:.3g}",
                               f"{row['mean']:.3g}", f"{row['std']:.3g}", f"{row['k3']:.3g}",
-                              str(row.get("max_requests_per_step", "–")))
+                              str(row.get("max_requests_per_step") or "–"))
         if results.get("gradient", {}).get("gradient"):
             gr = results["gradient"]["gradient"]
             out["gradient_vs_fp64"] = gr
