@@ -398,6 +398,7 @@ def test_cuda_bench_profile_prefills_new_prompts_not_the_warm_ups(monkeypatch):
     class LLM:
         def generate(self, prompts, sp, lora_request=None, use_tqdm=True):
             calls.append(([p["prompt_token_ids"] for p in prompts], [x.seed for x in sp], lora_request))
+            params.append(sp)
             return []
 
     class Engine:
@@ -407,18 +408,23 @@ def test_cuda_bench_profile_prefills_new_prompts_not_the_warm_ups(monkeypatch):
             return f"lora:{name}"
 
     monkeypatch.setattr(torch.cuda, "synchronize", lambda: None)
+    params = []
     res = cuda._profile_vllm(Engine(), vocab=1000, batch=3, new_tokens=4)
+    longer_params = params[5]
     (warm, seeds, lora), (prof, seeds2, lora2), (py, seeds3, lora3), (dwarm, _, _), (dtimed, _, _), \
-        (dprof, seeds6, lora6) = calls
+        (dlonger, seeds5, _), (dprof, seeds6, lora6) = calls
     assert len(warm) == len(prof) == len(py) == 3 and all(len(p) == cuda.PROMPT_TOKENS for p in warm + prof + py)
     sets = [set(map(tuple, x)) for x in (warm, prof, py, dwarm)]
     assert all(not (a & b) for i, a in enumerate(sets) for b in sets[i + 1:])  # nothing the prefix cache holds
     assert seeds == seeds2 == seeds3 == seeds6 == [0, 1, 2] and lora == lora2 == lora3 == lora6 == ["lora:executor@0"] * 3
-    # decode alone: 513-token prompts (32 whole 16-token blocks for the cache), prefilled, then twice more
-    assert dtimed == dprof == dwarm and all(len(p) == cuda.PROMPT_TOKENS + 1 for p in dwarm)
+    # decode alone: 513-token prompts (32 whole 16-token blocks for the cache), prefilled, then three times
+    # more: timed, timed with twice the tokens (the marginal step), profiled
+    assert dtimed == dlonger == dprof == dwarm and all(len(p) == cuda.PROMPT_TOKENS + 1 for p in dwarm)
+    assert seeds5 == [0, 1, 2] and [x.max_tokens for x in longer_params] == [8, 8, 8]
     d = res["decode"]
     assert d["prompt_tokens"] == 513 and d["wall_ms"] >= 0 and d["profiled_wall_ms"] >= 0 and d["kernel_ms"] == 0
     assert abs(d["per_step_ms"] * 4 - d["wall_ms"]) < 0.06  # the unprofiled wall over the 4 steps
+    assert "marginal_step_ms" in d
     calls.clear()
     Engine.enable_prefix_caching = False
     res = cuda._profile_vllm(Engine(), vocab=1000, batch=3, new_tokens=4)
@@ -446,6 +452,8 @@ def test_cuda_bench_profile_tables_show_kernels_and_host_per_configuration(monke
                                  (1, 1, lora_us / 1e6, lora_us / 1e6, {})}, wall_ms)}}
 
     canned = {"contract": prof(60000.0, 960.3), "default": prof(17000.0, 849.5)}
+    canned["contract"]["profile"]["decode"].update(marginal_step_ms=6.0, gpu_busy_marginal_pct=62.5)  # "default":
+    # a result saved before these keys existed
     monkeypatch.setattr(cuda, "require_cuda", lambda: None)
     monkeypatch.setattr(cuda, "measure_in_subprocess", lambda lb, parts, **k: canned[lb])
     out = cuda.run(parts=("profile",), labels=["contract", "default"])
@@ -458,6 +466,7 @@ def test_cuda_bench_profile_tables_show_kernels_and_host_per_configuration(monke
     assert "decode alone: GPU time per kernel family (ms), one generate of B = 256 x 32 new tokens" in text
     assert "wall (under the GPU profiler) │ 480.1 │ 424.8" in text
     assert "LoRA │ 7.5 │ 2.1" in text and "wall per step │ 7.5 │ 6.6" in text and "GPU busy, % of wall │ 50.0 │ 50.0" in text
+    assert "a step, marginal (64 tokens less 32) │ 6.0 │ – │" in text and "GPU busy, % of the marginal step │ 62.5 │ – │" in text
     assert "output processing (detokenizer, log-probs) │ 60.0 │ 17.0" in text and "all profiled │ 60.0 │ 17.0" in text
 
 

@@ -753,7 +753,12 @@ def _profile_vllm(engine, vocab: int, batch: int = 256, new_tokens: int = 32, ad
     them and only the last is computed again — a hit stops one token short and at a block edge), is
     generated unprofiled, then the same call twice more, served from the prefix cache, so nearly all
     of its ``new_tokens`` steps decode: once timed without any profiler (``wall_ms``,
-    ``per_step_ms`` = wall / ``new_tokens``), once with only the GPU's activity recorded (kernel
+    ``per_step_ms`` = wall / ``new_tokens``; then with ``2 × new_tokens`` tokens, and
+    ``marginal_step_ms`` = the difference / ``new_tokens``: a decode step without the requests'
+    admission and the last prompt token's prefill, which ``per_step_ms`` spreads over its steps —
+    at 135M, B = 256 on an H100, 10.9 ms a step against ~8.2 ms implied by the timed throughput
+    rows, 2026-12-06e; ``gpu_busy_marginal_pct`` = kernel time per step / the marginal step),
+    once with only the GPU's activity recorded (kernel
     time per family, ``profiled_wall_ms``: CUPTI's tracing of CUDA-graph replays slows the host).
     ``gpu_busy_pct`` = kernel time (memory copies and sets included) / the unprofiled wall: near
     100 % a decode step waits for the GPU, far below it for the host. Skipped, with the reason in
@@ -772,9 +777,9 @@ def _profile_vllm(engine, vocab: int, batch: int = 256, new_tokens: int = 32, ad
         return [TokensPrompt(prompt_token_ids=p)              # the prefix cache (no prefill)
                 for p in _random_prompts(batch, (length,), seed=seed, vocab=vocab)]
 
-    def gen(ps):  # the prompts are built before any clock or profiler starts (256 x 512 random tokens
-        # took ~220 ms under cProfile, in the timed walls until 2026-12-06e)
-        return engine.llm.generate(ps, sp, lora_request=[lora] * batch if lora else None, use_tqdm=False)
+    def gen(ps, params=sp):  # the prompts are built before any clock or profiler starts (256 x 512 random
+        # tokens took ~220 ms under cProfile, in the timed walls until 2026-12-06e)
+        return engine.llm.generate(ps, params, lora_request=[lora] * batch if lora else None, use_tqdm=False)
 
     gen(prompts(7))
     torch.cuda.synchronize()
@@ -808,6 +813,14 @@ def _profile_vllm(engine, vocab: int, batch: int = 256, new_tokens: int = 32, ad
         gen(ps)  # decode alone, timed without any profiler
         torch.cuda.synchronize()
         dwall = time.perf_counter() - t0
+        # twice the tokens, also from the cache: the difference is new_tokens decode steps alone,
+        # without the requests' admission and the last prompt token's prefill that both calls share
+        longer = [SamplingParams(max_tokens=2 * new_tokens, ignore_eos=True, temperature=1.0, top_p=0.95, seed=i,
+                                 logprobs=0, **_output_options(engine)) for i in range(batch)]
+        t0 = time.perf_counter()
+        gen(ps, longer)
+        torch.cuda.synchronize()
+        dwall2 = time.perf_counter() - t0
         gpu_only = [ProfilerActivity.CUDA] if torch.cuda.is_available() else [ProfilerActivity.CPU]  # CPU: tests
         with profile(activities=gpu_only) as dprof:
             t0 = time.perf_counter()
@@ -819,6 +832,9 @@ def _profile_vllm(engine, vocab: int, batch: int = 256, new_tokens: int = 32, ad
                "per_step_ms": round(dwall * 1e3 / new_tokens, 3), "profiled_wall_ms": round(pwall * 1e3, 1),
                **summarise_kernels(dk)}
         dec["gpu_busy_pct"] = round(100 * dec["kernel_ms"] / dec["wall_ms"], 1) if dec["wall_ms"] else 0.0
+        dec["marginal_step_ms"] = round((dwall2 - dwall) * 1e3 / new_tokens, 3)
+        if dec["marginal_step_ms"] > 0:
+            dec["gpu_busy_marginal_pct"] = round(100 * dec["kernel_ms"] / new_tokens / dec["marginal_step_ms"], 1)
         out["decode"] = dec
     except Exception as exc:  # noqa: BLE001 - the rest of the profile stands; the failure is recorded
         out["decode_error"] = f"{type(exc).__name__}: {exc}"[:500]
@@ -1538,7 +1554,10 @@ def run(parts: tuple[str, ...] = ("consistency", "throughput"), labels=None, par
                                     dec, (("all kernels", "kernel_ms"), ("wall (under the GPU profiler)",
                                                                          "profiled_wall_ms"),
                                           ("wall", "wall_ms"), ("wall per step", "per_step_ms"),
-                                          ("GPU busy, % of wall", "gpu_busy_pct"))))
+                                          ("GPU busy, % of wall", "gpu_busy_pct"),
+                                          (f"a step, marginal ({2 * first['new_tokens']} tokens less "
+                                           f"{first['new_tokens']})", "marginal_step_ms"),
+                                          ("GPU busy, % of the marginal step", "gpu_busy_marginal_pct"))))
         for lb, p in prof.items():
             if "decode_error" in p:
                 con.print(f"{lb}: decode-alone profile failed: {p['decode_error']}")
@@ -1553,7 +1572,8 @@ def run(parts: tuple[str, ...] = ("consistency", "throughput"), labels=None, par
 def _family_table(title: str, per_config: dict[str, dict], totals) -> "Table":
     """A rich table of milliseconds per family (rows) and configuration (columns): each
     ``per_config[label]["families"]`` (families in first-seen order, 0 where a configuration has
-    none), then one row per ``(row name, key)`` of ``totals`` read from each configuration."""
+    none), then one row per ``(row name, key)`` of ``totals`` read from each configuration ("–"
+    where one lacks it: a result saved before the key existed)."""
     from rich.table import Table
 
     fams = list(dict.fromkeys(f for p in per_config.values() for f in p["families"]))
@@ -1564,7 +1584,7 @@ def _family_table(title: str, per_config: dict[str, dict], totals) -> "Table":
     for f in fams:
         table.add_row(f, *(f"{p['families'].get(f, 0.0):,.1f}" for p in per_config.values()))
     for name, key in totals:
-        table.add_row(name, *(f"{p[key]:,.1f}" for p in per_config.values()))
+        table.add_row(name, *(f"{p[key]:,.1f}" if key in p else "–" for p in per_config.values()))
     return table
 
 
