@@ -130,7 +130,8 @@ _CONFIGS_HELP = ("cuda only: comma-separated configurations to measure (default:
                  "contract-triton, default, and transformers for throughput); a vLLM one takes engine overrides, "
                  "e.g. contract+max_num_batched_tokens=8192 or default+max_num_batched_tokens=32768 (keys: "
                  "max_num_batched_tokens, cublas_linear, batched_sampler, detokenize, cublas_workspace_config, "
-                 "cuda_graphs, attention_backend, enable_prefix_caching, lora_shrink); labels of earlier measurements "
+                 "cuda_graphs, attention_backend, enable_prefix_caching, lora_shrink, multiprocessing, "
+                 "model_runner); labels of earlier measurements "
                  "(contract-full, contract-mnbt8k, default-mnbt32k, …: docs/gpu.md) still name their engines; "
                  "diagnostics: default-base and transformers-base (no adapter), transformers-dynamic (no static "
                  "cache, no compile)")

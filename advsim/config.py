@@ -176,6 +176,19 @@ class EngineConfig:
                "with it changed; a saved config without the field ran false. Default false: the engine core runs "
                "in the training process. True with kind 'torch' is an error.")
 
+    model_runner: Literal["v1", "v2"] = _f(
+        "v1", "vLLM on CUDA only: vLLM's model runner. 'v1' (default): vLLM 0.22's default for every architecture "
+              "but Qwen3, and the one every measurement of the contract ran. 'v2': vLLM's experimental GPU runner "
+              "(VLLM_USE_V2_MODEL_RUNNER; vllm/v1/worker/gpu/), which keeps the batch's state on the GPU and "
+              "prepares inputs with Triton kernels — less host work per step, the part that bounds a decode step "
+              "at SmolLM2-135M (results/h100-engine-core-2026-12-06) — draws every seeded request's noise in one "
+              "Gumbel launch from (seed, position), and computes sampled-token and prompt log-probs with one "
+              "Triton log-softmax per row. With 'v2' batched_sampler defaults to false (it replaces the v1 "
+              "runner's sampler) and true is an error; 'v2' off vLLM + CUDA is an error. Unmeasured on a GPU, "
+              "neither its consistency nor its speed (bench label contract+model_runner=v2). Samples other "
+              "tokens for the same seeds, so a run cannot resume with it changed; a saved config without the "
+              "field ran 'v1'.")
+
     @field_validator("lora_shrink", mode="before")
     @classmethod
     def _shrink_is_text(cls, v):
@@ -201,11 +214,18 @@ class EngineConfig:
         elif self.cublas_linear and not on_vllm_cuda:
             raise ValueError(f"engine.cublas_linear is for vLLM on CUDA (engine.kind 'vllm', engine.device 'cuda'); "
                              f"this engine is kind {self.kind!r} on {self.device!r}")
+        if self.model_runner != "v1" and not on_vllm_cuda:
+            raise ValueError(f"engine.model_runner {self.model_runner!r} is for vLLM on CUDA (engine.kind 'vllm', "
+                             f"engine.device 'cuda'); this engine is kind {self.kind!r} on {self.device!r}")
         if self.batched_sampler is None:
-            object.__setattr__(self, "batched_sampler", on_vllm_cuda)
+            object.__setattr__(self, "batched_sampler", on_vllm_cuda and self.model_runner == "v1")
         elif self.batched_sampler and not on_vllm_cuda:
             raise ValueError(f"engine.batched_sampler is for vLLM on CUDA (engine.kind 'vllm', engine.device "
                              f"'cuda'); this engine is kind {self.kind!r} on {self.device!r}")
+        if on_vllm_cuda:
+            from policies.engines.vllm_engine import check_model_runner
+
+            check_model_runner(self.model_runner, self.device, self.batched_sampler, where="engine.")
         if self.detokenize is None:
             object.__setattr__(self, "detokenize", not on_vllm_cuda)
         if self.multiprocessing and self.kind != "vllm":
@@ -633,7 +653,8 @@ def config_from_dict(data: dict) -> TrainConfig:
 
 RUN_RECORD_DEFAULTS: dict[str, dict[str, Any]] = {
     "engine": {"cublas_linear": False, "batched_sampler": False, "detokenize": True,
-               "cublas_workspace_config": "vllm", "lora_shrink": "vllm", "multiprocessing": False}}
+               "cublas_workspace_config": "vllm", "lora_shrink": "vllm", "multiprocessing": False,
+               "model_runner": "v1"}}
 """Fields a run directory's ``config.yaml`` may lack because the run was saved before they
 existed, with the value such a run actually used (``engine.cublas_linear``: vLLM's Triton matmul;
 the default on vLLM + CUDA is cuBLAS since 2026-12-04; ``engine.batched_sampler``: vLLM's
@@ -641,7 +662,8 @@ per-request sampler and ``engine.detokenize``: vLLM's per-step output, the defau
 until 2026-12-05; ``engine.cublas_workspace_config``: vLLM's ``:16:8``, until 2026-12-05b;
 ``engine.lora_shrink``: vLLM's shrink tile, until 2026-12-06 — the last two also today's values
 off vLLM + CUDA, so CPU runs' digests stay as they were; ``engine.multiprocessing``: the engine
-core in the training process, today's default everywhere). Applied by
+core in the training process, and ``engine.model_runner``: vLLM's v1 runner — both today's defaults
+everywhere). Applied by
 ``load_config(…, run_record=True)``."""
 
 

@@ -229,7 +229,8 @@ class Learner:
         :class:`policies.engines.VLLMEngine`), so a report names the kernels its diff = 0 was measured on,
         ``"lora_shrink"`` (the LoRA shrink tile, ``"16x256"`` or ``"vllm"``), and for vLLM
         ``"max_num_batched_tokens"`` (the tokens one engine step held) and, when vLLM's engine core
-        ran in a process of its own (``engine.multiprocessing``), ``"engine_core": "own process"``."""
+        ran in a process of its own (``engine.multiprocessing``), ``"engine_core": "own process"``, and
+        with vLLM's v2 model runner (``engine.model_runner``), ``"model_runner": "v2"``."""
         if self._engine is None:
             return None
         e = self.cfg.engine
@@ -246,6 +247,8 @@ class Learner:
             out["max_num_batched_tokens"] = budget
         if getattr(self._engine, "multiprocessing", False) is True:
             out["engine_core"] = "own process"
+        if getattr(self._engine, "model_runner", "v1") == "v2":
+            out["model_runner"] = "v2"
         return out
 
     def _register(self, ref: str, path: Path) -> None:

@@ -337,7 +337,8 @@ def engine_lines(events: list[dict]) -> list[str]:
         text = ((f"{eng['kind']} engine (`{eng.get('class', '?')}`) on {eng['device']}, {eng['dtype']}"
                  + (f"; linear layers: {eng['linear_kernel']} ({eng.get('linear_kernel_reason', '')})"
                     if eng.get("linear_kernel") else "")
-                 + (f"; LoRA shrink tile: {eng['lora_shrink']}" if eng.get("lora_shrink") else ""))
+                 + (f"; LoRA shrink tile: {eng['lora_shrink']}" if eng.get("lora_shrink") else "")
+                 + (f"; vLLM model runner {eng['model_runner']}" if eng.get("model_runner", "v1") != "v1" else ""))
                 if eng else "engine not recorded")
         engines.setdefault(text, []).append(f"{e['stage']}.{e['iteration']}")
     if list(engines) == ["engine not recorded"] or not engines:

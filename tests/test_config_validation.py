@@ -1386,7 +1386,7 @@ def test_a_misspelt_field_or_section_names_the_closest_one(tmp_path, monkeypatch
     assert str(exc.value) == ("engine.zzzz: unknown field (known: kind, device, dtype, consistency, max_model_len, "
                               "kv_cache_gib, threads, max_num_seqs, gpu_memory_utilization, cuda_graphs, cublas_linear, "
                               "batched_sampler, detokenize, cublas_workspace_config, lora_shrink, max_num_batched_tokens, "
-                              "multiprocessing); "
+                              "multiprocessing, model_runner); "
                               "optim.learnig_rate: unknown field (did you mean learning_rate?)")
     data = yaml.safe_load(DEMO.read_text())
     data["stage_1"] = data.pop("stage1")

@@ -905,6 +905,8 @@ def test_report_names_each_rollout_engine_and_its_linear_kernel():
     assert engine_lines(tiled) == ["Rollouts: vllm engine (`VLLMEngine`) on cuda, bfloat16; linear layers: cublas "
                                    "(cuBLAS row-invariant for 5 shapes x 871 row counts up to 8192); LoRA shrink "
                                    "tile: 16x256.", ""]
+    v2 = [{"stage": 1, "iteration": 1, "engine": {**cublas, "lora_shrink": "16x256", "model_runner": "v2"}}]
+    assert engine_lines(v2)[0].endswith("; LoRA shrink tile: 16x256; vLLM model runner v2.")
     # a run started before the key existed and resumed after it: the old updates say so
     assert engine_lines([{"stage": 1, "iteration": 1}, {"stage": 2, "iteration": 1, "skipped": "no task"},
                          {"stage": 2, "iteration": 2, "engine": triton}]) == [

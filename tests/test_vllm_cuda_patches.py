@@ -328,13 +328,13 @@ def test_batched_sampler_and_detokenize_defaults_by_device_and_old_runs_keep_the
     cpu_run = RunDir(tmp_path / "cpu")
     legacy_cpu = cpu.to_dict()
     for k in ("batched_sampler", "detokenize", "cublas_linear", "cublas_workspace_config", "lora_shrink",
-              "max_num_batched_tokens", "multiprocessing"):
+              "max_num_batched_tokens", "multiprocessing", "model_runner"):
         del legacy_cpu["engine"][k]
     (cpu_run.path / "config.yaml").write_text(yaml.safe_dump(legacy_cpu))
     assert cpu_run.config_changes(cpu) == []
     assert cpu_run.fields_added_since() == ["engine.cublas_linear", "engine.batched_sampler", "engine.detokenize",
                                             "engine.cublas_workspace_config", "engine.lora_shrink",
-                                            "engine.multiprocessing"]
+                                            "engine.multiprocessing", "engine.model_runner"]
     # the digest drops fields at their legacy value: by hand, the config without them (and without
     # the resumable fields) and advsim's version, as a run saved before the fields existed hashed it
     import hashlib
@@ -344,7 +344,7 @@ def test_batched_sampler_and_detokenize_defaults_by_device_and_old_runs_keep_the
 
     d = cpu.to_dict()
     for k in ("batched_sampler", "detokenize", "cublas_linear", "cublas_workspace_config", "lora_shrink",
-              "kv_cache_gib", "gpu_memory_utilization", "max_num_batched_tokens", "multiprocessing"):
+              "kv_cache_gib", "gpu_memory_utilization", "max_num_batched_tokens", "multiprocessing", "model_runner"):
         del d["engine"][k]
     del d["name"], d["stages"]
     by_hand = hashlib.sha256(json.dumps([d, __version__], sort_keys=True, default=repr).encode()).hexdigest()[:16]

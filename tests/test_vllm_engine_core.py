@@ -277,3 +277,88 @@ def test_engine_multiprocessing_in_the_config(monkeypatch, tmp_path):
     (run.path / "config.yaml").write_text(yaml.safe_dump(legacy))
     assert run.saved_config().engine.multiprocessing is False and run.config_changes(off) == []
     assert "engine.multiprocessing" in run.fields_added_since()
+
+
+def test_vllm_model_runner_v2_in_the_engine_the_config_and_the_bench(monkeypatch, tmp_path):
+    """``engine.model_runner``: vLLM's v1 runner by default everywhere; 'v2' (vLLM's GPU runner,
+    VLLM_USE_V2_MODEL_RUNNER) only for vLLM on CUDA, where it takes the batched sampler off unless
+    set — and refuses it set true (that sampler patches the v1 runner's, which v2 never calls).
+    ``make_engine`` hands it to VLLMEngine, which refuses 'v2' on the CPU before anything starts; a
+    run cannot resume with it changed (other tokens for the same seeds), and one saved before the
+    field existed ran 'v1'. The bench takes it as an override with the same checks."""
+    import yaml
+
+    from advsim import config as config_mod
+    from advsim.bench import cuda
+    from advsim.config import ConfigError, EngineConfig, config_from_dict
+    from advsim.run import RunDir, run_digest
+    from policies.engines import base
+    from policies.engines.vllm_engine import VLLMEngine, _speed_options, check_model_runner
+    from tests.test_train import TINY
+    from tests.test_vllm_cuda_patches import _capture_vllm_engine_kwargs
+
+    assert EngineConfig().model_runner == "v1" and EngineConfig(kind="vllm").model_runner == "v1"
+    with pytest.raises(ConfigError, match=r"engine.model_runner 'v2' is for vLLM on CUDA .*kind 'vllm' on 'cpu'"):
+        config_from_dict({**TINY, "engine": {"kind": "vllm", "model_runner": "v2"}})
+    with pytest.raises(ConfigError, match=r"engine.model_runner: .*'v1' or 'v2'"):
+        config_from_dict({**TINY, "engine": {"kind": "vllm", "model_runner": "v3"}})
+    with pytest.raises(ValueError, match=r"model_runner 'v2' is vLLM's GPU model runner .*the device is 'cpu'"):
+        VLLMEngine("x", model_runner="v2")  # refused before any model is looked up
+    with pytest.raises(ValueError, match=r"model_runner must be one of v1, v2; got 'V2'"):
+        check_model_runner("V2", "cuda", None)
+    assert _speed_options("cuda", True, None, None, "v2") == (False, False)
+    assert _speed_options("cuda", True, None, None, "v1") == (True, False)
+
+    monkeypatch.setattr("policies.engines.check_engine_settings", lambda *a, **k: None)
+    monkeypatch.setattr(config_mod, "_memory_gib", lambda device="cpu": 141)
+    cuda_v2 = EngineConfig(kind="vllm", device="cuda", dtype="bfloat16", model_runner="v2")
+    assert cuda_v2.batched_sampler is False and cuda_v2.detokenize is False
+    assert EngineConfig(kind="vllm", device="cuda", dtype="bfloat16").batched_sampler is True
+    with pytest.raises(ValueError, match=r"engine.batched_sampler replaces the v1 model runner's sampler, which "
+                                         r"engine.model_runner 'v2' does not use"):
+        EngineConfig(kind="vllm", device="cuda", dtype="bfloat16", model_runner="v2", batched_sampler=True)
+    got = _capture_vllm_engine_kwargs(monkeypatch)
+    base.make_engine(cuda_v2, backbone="x")
+    assert got["model_runner"] == "v2" and got["batched_sampler"] is False
+
+    on_cuda = {"kind": "vllm", "device": "cuda", "dtype": "bfloat16", "consistency": "strict"}
+    v1 = config_from_dict({**TINY, "engine": on_cuda})
+    v2 = config_from_dict({**TINY, "engine": {**on_cuda, "model_runner": "v2"}})
+    run = RunDir(tmp_path / "run")
+    run.path.mkdir(exist_ok=True)
+    (run.path / "config.yaml").write_text(yaml.safe_dump(v1.to_dict()))
+    assert run.config_changes(v2) == ["engine.batched_sampler: True -> False", "engine.model_runner: 'v1' -> 'v2'"]
+    assert run_digest(v1) != run_digest(v2)
+    legacy = v1.to_dict()
+    del legacy["engine"]["model_runner"]  # saved before the field existed: it ran vLLM's v1 runner
+    (run.path / "config.yaml").write_text(yaml.safe_dump(legacy))
+    assert run.saved_config().engine.model_runner == "v1" and run.config_changes(v1) == []
+    assert run_digest(v1) == run_digest(run.saved_config())
+
+    assert cuda.engine_settings("contract+model_runner=v2") == {"consistent": True, "cuda_graphs": True,
+                                                               "model_runner": "v2"}
+    assert cuda.is_contract("contract+model_runner=v2")
+    with pytest.raises(ValueError, match=r"'contract\+model_runner=v3': model_runner must be one of v1, v2"):
+        cuda.engine_settings("contract+model_runner=v3")
+    with pytest.raises(ValueError, match=r"batched_sampler replaces the v1 model runner's sampler"):
+        cuda.engine_settings("contract+model_runner=v2+batched_sampler=true")
+    assert cuda.engine_settings("contract+model_runner=v2+batched_sampler=false")["batched_sampler"] is False
+
+
+def test_the_learners_engine_record_names_the_v2_runner_and_the_engine_core_process():
+    """Each update's engine record (events.jsonl, the report's rollout line) says when rollouts came
+    from vLLM's v2 model runner or an engine core in its own process; a v1 in-process engine's
+    record has neither key (as every record before them)."""
+    from types import SimpleNamespace as NS
+
+    from advsim.learner import Learner
+
+    cfg = NS(engine=NS(kind="vllm", device="cuda", dtype="bfloat16"))
+    eng = NS(linear_kernel="cublas", linear_kernel_reason="proof", lora_shrink="16x256", max_num_batched_tokens=32768,
+             multiprocessing=False, model_runner="v1")
+    base = {"kind": "vllm", "device": "cuda", "dtype": "bfloat16", "class": "SimpleNamespace", "linear_kernel": "cublas",
+            "linear_kernel_reason": "proof", "lora_shrink": "16x256", "max_num_batched_tokens": 32768}
+    assert Learner.engine_record(NS(_engine=eng, cfg=cfg)) == base
+    eng.model_runner, eng.multiprocessing = "v2", True
+    assert Learner.engine_record(NS(_engine=eng, cfg=cfg)) == {**base, "engine_core": "own process", "model_runner": "v2"}
+    assert Learner.engine_record(NS(_engine=None, cfg=cfg)) is None

@@ -139,6 +139,7 @@ OVERRIDES = {
     "enable_prefix_caching": bool,
     "lora_shrink": str,
     "multiprocessing": bool,
+    "model_runner": str,
 }
 """The :class:`policies.engines.VLLMEngine` settings a label may override, and their types
 (``true``/``false`` for bool; ``consistent`` is the choice of base, not an override). An int is
@@ -146,7 +147,9 @@ ASCII digits below 2**31; ``attention_backend`` a vLLM backend name (upper-case 
 ``_``); ``cublas_workspace_config`` what the engine accepts; ``lora_shrink`` ``vllm`` or a tile
 ``ROWSxK`` (:func:`policies.vllm_lora_shrink.parse_tile`); ``multiprocessing``: vLLM's engine core in
 a process of its own, as vLLM runs by default, with this process's patches installed there
-(:mod:`policies.vllm_engine_core`); such a row is not profiled (the profiler sees this process only)."""
+(:mod:`policies.vllm_engine_core`); such a row is not profiled (the profiler sees this process only);
+``model_runner``: ``v1`` or ``v2`` (:data:`policies.engines.vllm_engine.MODEL_RUNNERS`; ``v2`` takes the
+batched sampler off unless the label sets it, and refuses it set true)."""
 CONTRACT_ONLY = ("cublas_linear", "cublas_workspace_config", "lora_shrink")
 """Overrides the engine applies in batch-invariant mode only: refused on a ``default`` base,
 where the engine would ignore them."""
@@ -221,10 +224,10 @@ def engine_settings(label: str) -> dict:
 
     Raises:
         ValueError: an unknown base or key, a malformed or repeated override, a value of the wrong
-            type, a ``cublas_workspace_config`` the engine would refuse, or a batched-token budget
-            below the bench engines' ``max_model_len`` (:data:`BENCH_MAX_MODEL_LEN`).
+            type, a ``cublas_workspace_config`` or ``model_runner`` the engine would refuse, or a
+            batched-token budget below the bench engines' ``max_model_len`` (:data:`BENCH_MAX_MODEL_LEN`).
     """
-    from policies.engines.vllm_engine import batched_tokens
+    from policies.engines.vllm_engine import batched_tokens, check_model_runner
     from policies.vllm_cuda_patches import workspace_value
     from policies.vllm_lora_shrink import parse_tile
 
@@ -255,6 +258,8 @@ def engine_settings(label: str) -> dict:
             parse_tile(out["lora_shrink"])
         if "max_num_batched_tokens" in out:
             batched_tokens("cuda", out["consistent"], out["max_num_batched_tokens"], BENCH_MAX_MODEL_LEN)
+        if "model_runner" in out:
+            check_model_runner(out["model_runner"], "cuda", out.get("batched_sampler"))
     except ValueError as exc:
         raise ValueError(f"{label!r}: {exc}") from None
     return out
@@ -1224,6 +1229,7 @@ def measure(label: str, parts: tuple[str, ...], backbone: str = DEFAULT_BACKBONE
         out["start_seconds"] = round(time.perf_counter() - t0, 1)
         out["linear_kernel"] = {"kernel": engine.linear_kernel, "reason": engine.linear_kernel_reason}
         out["sampler"] = engine.sampler
+        out["model_runner"] = engine.model_runner
         out["detokenize"] = engine.detokenize
         out["cublas_workspace_config"] = engine.cublas_workspace_config
         out["lora_shrink"] = engine.lora_shrink

@@ -197,7 +197,7 @@ class EngineSettings(Protocol):
     # cublas_workspace_config (str, vLLM on CUDA; default "unset"),
     # lora_shrink (str or None, vLLM on CUDA; default None: VLLMEngine's choice by device),
     # max_num_batched_tokens (int or None, vLLM; default None: VLLMEngine's choice by device),
-    # multiprocessing (bool, vLLM; default False)
+    # multiprocessing (bool, vLLM; default False), model_runner (str, vLLM on CUDA; default "v1")
 
 
 def make_engine(settings: EngineSettings, *, backbone: str | os.PathLike | None = None, model=None,
@@ -209,7 +209,7 @@ def make_engine(settings: EngineSettings, *, backbone: str | os.PathLike | None 
         settings: kind (``vllm | torch``), device (``cpu | cuda``), dtype, max_model_len,
             kv_cache_gib, threads, max_num_seqs and, optionally, cuda_graphs,
             gpu_memory_utilization, cublas_linear, batched_sampler, detokenize,
-            cublas_workspace_config, lora_shrink, max_num_batched_tokens and multiprocessing (see
+            cublas_workspace_config, lora_shrink, max_num_batched_tokens, multiprocessing and model_runner (see
             ``advsim.config.EngineConfig`` for their meaning).
         backbone: ``kind="vllm"``: backbone name or local checkpoint folder the engine loads.
         model, tokenizer: ``kind="torch"``: the trainer's own peft model (with the role adapter
@@ -247,7 +247,8 @@ def make_engine(settings: EngineSettings, *, backbone: str | os.PathLike | None 
                           cublas_workspace_config=getattr(settings, "cublas_workspace_config", "unset"),
                           lora_shrink=getattr(settings, "lora_shrink", None),
                           max_num_batched_tokens=getattr(settings, "max_num_batched_tokens", None),
-                          multiprocessing=getattr(settings, "multiprocessing", False))
+                          multiprocessing=getattr(settings, "multiprocessing", False),
+                          model_runner=getattr(settings, "model_runner", "v1"))
     if model is None or tokenizer is None:
         raise ValueError("make_engine: engine.kind 'torch' runs on the trainer's model: pass model= and tokenizer=")
     import torch

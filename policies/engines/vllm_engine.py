@@ -117,13 +117,42 @@ def _install_sampler(asked: bool) -> str | None:
 
 
 def _speed_options(device: str, consistent: bool, batched_sampler: bool | None,
-                   detokenize: bool | None) -> tuple[bool, bool]:
+                   detokenize: bool | None, model_runner: str = "v1") -> tuple[bool, bool]:
     """``(batched_sampler, detokenize)`` for a :class:`VLLMEngine`: a value given stays; None
-    becomes the measured choice — the batched sampler on and per-step detokenization off for the
-    contract (``consistent``) on CUDA, vLLM's own behaviour everywhere else."""
+    becomes the measured choice — the batched sampler on (with the v1 model runner, whose sampler
+    it replaces) and per-step detokenization off for the contract (``consistent``) on CUDA, vLLM's
+    own behaviour everywhere else."""
     cuda_contract = device == "cuda" and consistent
-    return (cuda_contract if batched_sampler is None else bool(batched_sampler),
+    return (cuda_contract and model_runner == "v1" if batched_sampler is None else bool(batched_sampler),
             (not cuda_contract) if detokenize is None else bool(detokenize))
+
+
+MODEL_RUNNERS = ("v1", "v2")
+"""vLLM's model runners (``VLLMEngine(model_runner=…)``): ``v1``, vLLM 0.22's default for every
+architecture but Qwen3 and the one every measurement of the contract ran; ``v2``, its experimental
+GPU runner (``vllm/v1/worker/gpu/``, ``VLLM_USE_V2_MODEL_RUNNER=1``): the batch's state kept on the
+GPU, inputs prepared by Triton kernels, every seeded request's noise drawn in one Gumbel launch
+from (seed, position), and sampled-token and prompt log-probs from one Triton log-softmax per row."""
+
+
+def check_model_runner(model_runner, device: str, batched_sampler: bool | None, where: str = "") -> None:
+    """Check a ``model_runner`` setting against the engine's device and sampler.
+
+    Raises:
+        ValueError: a value not in :data:`MODEL_RUNNERS`; ``v2`` off CUDA (it is vLLM's GPU
+            runner); ``v2`` with ``batched_sampler`` true (the batched sampler replaces the v1
+            runner's sampler, which ``v2`` does not use: it would install and never run).
+    """
+    if model_runner not in MODEL_RUNNERS:
+        shown = repr(model_runner) if len(repr(model_runner)) <= 40 else f"{repr(model_runner)[:37]}..."
+        raise ValueError(f"{where}model_runner must be one of {', '.join(MODEL_RUNNERS)}; got {shown}")
+    if model_runner == "v2" and device != "cuda":
+        raise ValueError(f"{where}model_runner 'v2' is vLLM's GPU model runner (VLLM_USE_V2_MODEL_RUNNER); "
+                         f"the device is {device!r}")
+    if model_runner == "v2" and batched_sampler:
+        raise ValueError(f"{where}batched_sampler replaces the v1 model runner's sampler, which {where}model_runner "
+                         "'v2' does not use (it draws every seeded request's noise in one Gumbel launch of its "
+                         f"own): set {where}batched_sampler false or leave it unset")
 
 
 VLLM_SHRINK = "vllm"  # VLLMEngine(lora_shrink=…): vLLM's own LoRA shrink config
@@ -400,6 +429,13 @@ class VLLMEngine:
             ``results/h100-engine-core-2026-12-06``): diff = 0 in all 13 consistency rows, and
             0.89× the in-process engine's tokens/s at 64 and 256 requests in the same call
             (bench label ``contract+multiprocessing=true``).
+        model_runner: vLLM's model runner on CUDA, ``"v1"`` (default; every measurement of the
+            contract) or ``"v2"`` (:data:`MODEL_RUNNERS`: vLLM's experimental GPU runner, with
+            less host work per step — the part that bounds a decode step at SmolLM2-135M). Set
+            through ``VLLM_USE_V2_MODEL_RUNNER``, written on CUDA either way. With ``v2`` the
+            batched sampler is off by default (``v2`` samples seeded requests in one launch
+            itself). Unmeasured on a GPU: neither its consistency nor its speed (bench label
+            ``contract+model_runner=v2``).
 
     The batch-invariant mode is process-wide (vLLM reads it at import): every VLLMEngine of a
     process on CUDA must agree on ``consistent``; a second one that does not raises
@@ -412,7 +448,7 @@ class VLLMEngine:
     Raises:
         ValueError: ``device``/``dtype`` this build cannot run (:func:`check_engine_settings`), a
             ``cublas_workspace_config`` that is not ``"unset"``, ``"vllm"`` or one PyTorch parses, or
-            other than ``"vllm"`` on CUDA where vLLM has no ``init_batch_invariance`` to wrap, ``batched_sampler=True`` off CUDA or refused here (another vLLM version, no Triton), ``max_num_batched_tokens`` below ``max_model_len``, or a ``lora_shrink`` that is malformed, off CUDA or without ``consistent``, or cannot install here.
+            other than ``"vllm"`` on CUDA where vLLM has no ``init_batch_invariance`` to wrap, ``batched_sampler=True`` off CUDA or refused here (another vLLM version, no Triton), ``max_num_batched_tokens`` below ``max_model_len``, or a ``lora_shrink`` that is malformed, off CUDA or without ``consistent``, or cannot install here, or a ``model_runner`` :func:`check_model_runner` refuses.
         RuntimeError: with ``multiprocessing``, a worker of vLLM's engine core that does not hold the
             patches this process installed (:mod:`policies.vllm_engine_core`).
     """
@@ -430,10 +466,11 @@ class VLLMEngine:
                  attention_backend: str | None = None, gpu_memory_utilization: float = 0.9,
                  cublas_linear: bool = True, batched_sampler: bool | None = None,
                  detokenize: bool | None = None, cublas_workspace_config: str = "unset",
-                 lora_shrink: str | None = None, multiprocessing: bool = False) -> None:
+                 lora_shrink: str | None = None, multiprocessing: bool = False, model_runner: str = "v1") -> None:
         from policies.backbone import cache_root, load_tokenizer, resolve_backbone
 
         check_engine_settings("vllm", device, dtype)
+        check_model_runner(model_runner, device, batched_sampler)
         if batched_sampler and device != "cuda":
             raise ValueError(f"batched_sampler is for vLLM on CUDA (vLLM 0.22's sampler); device is {device!r}")
         workspace = workspace_value(cublas_workspace_config)  # the variable's value (None: unset); ValueError
@@ -441,7 +478,7 @@ class VLLMEngine:
             lora_shrink = CUDA_SHRINK if device == "cuda" and consistent else VLLM_SHRINK
         shrink_tile = _lora_shrink_tile(lora_shrink, device, consistent)  # ValueError
         sampler_asked = batched_sampler is not None
-        batched_sampler, detokenize = _speed_options(device, consistent, batched_sampler, detokenize)
+        batched_sampler, detokenize = _speed_options(device, consistent, batched_sampler, detokenize, model_runner)
         max_num_batched_tokens = batched_tokens(device, consistent, max_num_batched_tokens, max_model_len)
         path = resolve_backbone(model)
         os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "1" if multiprocessing else "0"
@@ -457,8 +494,11 @@ class VLLMEngine:
 
         torch.set_num_threads(threads)
         self._device = torch.device(device)
+        self.model_runner = model_runner
         if device == "cuda":
             _set_batch_invariant(consistent)
+            # always written: vLLM 0.22 picks v2 by itself for Qwen3, where our v1 patches would not run
+            os.environ["VLLM_USE_V2_MODEL_RUNNER"] = "1" if model_runner == "v2" else "0"
             # vLLM 0.22 imports flashinfer for its top-k/top-p sampler when this is on; requirements-gpu-vllm.txt
             # leaves flashinfer out (PyTorch's sampler is used, as vLLM does where flashinfer is absent)
             os.environ.setdefault("VLLM_USE_FLASHINFER_SAMPLER", "0")
@@ -486,6 +526,8 @@ class VLLMEngine:
         if device == "cuda" and consistent and enable_lora:
             self.lora_shrink = _install_lora_shrink(shrink_tile)
         self.sampler = "vllm (one generator per seeded request)"  # CUDA: or the batched Philox sampler
+        if model_runner == "v2":
+            self.sampler = "vllm v2 runner (one Gumbel launch for every request: noise from seed and position)"
         if batched_sampler:
             self.sampler = _install_sampler(asked=sampler_asked) or self.sampler
         elif device == "cuda":
