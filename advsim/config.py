@@ -171,8 +171,7 @@ class EngineConfig:
                "would leave it one core fewer and other sums) gave the same tokens and log-probs as the in-process "
                "one, bit for bit, and rollout = re-score (tests/test_vllm_engine_core.py); on an H100 (SmolLM2-135M, "
                "2026-12-06e) diff = 0 in all 13 consistency rows, and it ran 0.89x the in-process engine at 64 and "
-               "256 requests in the same call (12,575 / 21,468 against 14,149 / 24,047 tokens/s: sending each "
-               "step's outputs to this process costs more than it overlaps), so it stays off. A run cannot resume "
+               "256 requests in the same call (12,575 / 21,468 against 14,149 / 24,047 tokens/s), so it stays off. A run cannot resume "
                "with it changed; a saved config without the field ran false. Default false: the engine core runs "
                "in the training process. True with kind 'torch' is an error.")
 

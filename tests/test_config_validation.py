@@ -375,6 +375,10 @@ def test_python_side_of_a_profile_by_family():
                                       "calls": 32, "ms": 200.0}
     assert python_family("/x/site-packages/vllm/v1/sample/sampler.py", "forward") == "sampler (host side)"
     assert python_family("/work/main/policies/vllm_seeded_sampler.py", "sample") == "sampler (host side)"
+    # vLLM's v2 model runner: its sampler and LoRA state are not input preparation
+    assert python_family("/x/site-packages/vllm/v1/worker/gpu/sample/gumbel.py", "gumbel_sample") == "sampler (host side)"
+    assert python_family("/x/site-packages/vllm/v1/worker/gpu/lora_utils.py", "make_lora_inputs") == "LoRA (host side)"
+    assert python_family("/x/site-packages/vllm/v1/worker/gpu/model_runner.py", "prepare_inputs").startswith("input prep")
     assert python_family("/x/site-packages/torch/nn/modules/module.py", "_call_impl").startswith("model forward")
     assert python_family("/x/site-packages/vllm/entrypoints/llm.py", "generate") == "engine loop"
     assert python_family("/home/me/script.py", "main") == "other"
@@ -394,11 +398,13 @@ def test_cuda_bench_profile_prefills_new_prompts_not_the_warm_ups(monkeypatch):
     from advsim.bench import cuda
 
     calls = []
+    clock = [0.0]  # seconds: a generate of n new tokens takes 5 ms + 1 ms a token here
 
     class LLM:
         def generate(self, prompts, sp, lora_request=None, use_tqdm=True):
             calls.append(([p["prompt_token_ids"] for p in prompts], [x.seed for x in sp], lora_request))
             params.append(sp)
+            clock[0] += 0.005 + 0.001 * sp[0].max_tokens
             return []
 
     class Engine:
@@ -408,11 +414,12 @@ def test_cuda_bench_profile_prefills_new_prompts_not_the_warm_ups(monkeypatch):
             return f"lora:{name}"
 
     monkeypatch.setattr(torch.cuda, "synchronize", lambda: None)
+    monkeypatch.setattr(cuda.time, "perf_counter", lambda: clock[0])
     params = []
     res = cuda._profile_vllm(Engine(), vocab=1000, batch=3, new_tokens=4)
-    longer_params = params[5]
+    assert [p[0].max_tokens for p in params] == [4, 4, 4, 4] + [4, 8] * cuda.DECODE_PAIRS + [4]
     (warm, seeds, lora), (prof, seeds2, lora2), (py, seeds3, lora3), (dwarm, _, _), (dtimed, _, _), \
-        (dlonger, seeds5, _), (dprof, seeds6, lora6) = calls
+        (dlonger, seeds5, _), *_, (dprof, seeds6, lora6) = calls
     assert len(warm) == len(prof) == len(py) == 3 and all(len(p) == cuda.PROMPT_TOKENS for p in warm + prof + py)
     sets = [set(map(tuple, x)) for x in (warm, prof, py, dwarm)]
     assert all(not (a & b) for i, a in enumerate(sets) for b in sets[i + 1:])  # nothing the prefix cache holds
@@ -420,11 +427,12 @@ def test_cuda_bench_profile_prefills_new_prompts_not_the_warm_ups(monkeypatch):
     # decode alone: 513-token prompts (32 whole 16-token blocks for the cache), prefilled, then three times
     # more: timed, timed with twice the tokens (the marginal step), profiled
     assert dtimed == dlonger == dprof == dwarm and all(len(p) == cuda.PROMPT_TOKENS + 1 for p in dwarm)
-    assert seeds5 == [0, 1, 2] and [x.max_tokens for x in longer_params] == [8, 8, 8]
+    assert seeds5 == [0, 1, 2] and all(c[0] == dwarm for c in calls[3:])
     d = res["decode"]
-    assert d["prompt_tokens"] == 513 and d["wall_ms"] >= 0 and d["profiled_wall_ms"] >= 0 and d["kernel_ms"] == 0
-    assert abs(d["per_step_ms"] * 4 - d["wall_ms"]) < 0.06  # the unprofiled wall over the 4 steps
-    assert "marginal_step_ms" in d
+    # the fake clock: 4 tokens take 9 ms (2.25 ms a step: admission spread over the steps), 8 take 13 ms,
+    # so a step alone is 1 ms; no kernels on the CPU profiler, so the GPU's share of it is 0
+    assert (d["prompt_tokens"], d["wall_ms"], d["per_step_ms"], d["profiled_wall_ms"]) == (513, 9.0, 2.25, 9.0)
+    assert (d["marginal_step_ms"], d["kernel_ms"], d["gpu_busy_marginal_pct"]) == (1.0, 0, 0.0)
     calls.clear()
     Engine.enable_prefix_caching = False
     res = cuda._profile_vllm(Engine(), vocab=1000, batch=3, new_tokens=4)
@@ -468,6 +476,27 @@ def test_cuda_bench_profile_tables_show_kernels_and_host_per_configuration(monke
     assert "LoRA │ 7.5 │ 2.1" in text and "wall per step │ 7.5 │ 6.6" in text and "GPU busy, % of wall │ 50.0 │ 50.0" in text
     assert "a step, marginal (64 tokens less 32) │ 6.0 │ – │" in text and "GPU busy, % of the marginal step │ 62.5 │ – │" in text
     assert "output processing (detokenizer, log-probs) │ 60.0 │ 17.0" in text and "all profiled │ 60.0 │ 17.0" in text
+
+
+def test_first_exception_is_the_line_that_ends_the_first_traceback():
+    """Whatever the exception's class (Triton's OutOfResources, StopIteration), with vLLM's log
+    prefix or the engine core's bare one, the first traceback's last line; else the first line shaped
+    like an exception; None where there is none (a line merely starting with "Error" is not one)."""
+    from advsim.bench.cuda import first_exception
+
+    core = ("(EngineCore pid=9) Traceback (most recent call last):\n"
+            "(EngineCore pid=9)   File \"/s/vllm/lora/ops/triton_ops/lora_shrink_op.py\", line 180, in _lora_shrink\n"
+            "(EngineCore pid=9)     _lora_shrink_kernel[grid](\n"
+            "(EngineCore pid=9) triton.runtime.errors.OutOfResources: out of resource: shared memory, Required: 264192\n"
+            "Traceback (most recent call last):\nRuntimeError: Engine core initialization failed. See root cause above.\n")
+    assert first_exception(core) == "triton.runtime.errors.OutOfResources: out of resource: shared memory, Required: 264192"
+    assert first_exception("Traceback (most recent call last):\n  File \"a\", line 2, in f\n    raise StopIteration\n"
+                           "StopIteration\n") == "StopIteration"
+    assert first_exception("INFO loading\nValueError: bad tile\n") == "ValueError: bad tile"
+    assert first_exception("Error handling is on\nall fine\n") is None
+    assert first_exception(open(Path(__file__).resolve().parents[1] / "results/h100-engine-core-2026-12-06/"
+                                "engine-core-failed-before-fix.log").read()) == \
+        "torch._dynamo.exc.Unsupported: Attempted to inline function marked as skipped"
 
 
 def test_cuda_consistency_table_shows_requests_per_step_only_where_counted(monkeypatch, capsys):

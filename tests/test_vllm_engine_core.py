@@ -362,3 +362,23 @@ def test_the_learners_engine_record_names_the_v2_runner_and_the_engine_core_proc
     eng.model_runner, eng.multiprocessing = "v2", True
     assert Learner.engine_record(NS(_engine=eng, cfg=cfg)) == {**base, "engine_core": "own process", "model_runner": "v2"}
     assert Learner.engine_record(NS(_engine=None, cfg=cfg)) is None
+
+
+def test_each_engine_makes_vllm_read_the_variables_it_set(monkeypatch):
+    """vLLM freezes its environment variables when its first engine of a process has started
+    (``enable_envs_cache``); a later VLLMEngine drops that cache before it starts vLLM, so vLLM
+    reads what that engine wrote (its model runner, engine-core process, CPU KV cache), not the
+    first engine's values."""
+    from vllm import envs
+
+    from policies.engines.vllm_engine import _fresh_vllm_envs
+
+    monkeypatch.setenv("VLLM_CPU_KVCACHE_SPACE", "3")
+    envs.enable_envs_cache()
+    try:
+        monkeypatch.setenv("VLLM_CPU_KVCACHE_SPACE", "5")
+        assert envs.VLLM_CPU_KVCACHE_SPACE == 3  # frozen: what an engine started after the first one read
+        _fresh_vllm_envs()
+        assert envs.VLLM_CPU_KVCACHE_SPACE == 5
+    finally:
+        envs.disable_envs_cache()

