@@ -89,10 +89,13 @@ def _fake_engine_start(monkeypatch, tmp_path, holds):
         def __init__(self, **kw):
             seen.update(kw=kw, env=os.environ.get(vec.PATCHES_ENV),
                         mp=os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"],
-                        method=os.environ.get("VLLM_WORKER_MULTIPROC_METHOD"))
+                        method=os.environ.get("VLLM_WORKER_MULTIPROC_METHOD"),
+                        runner=os.environ.get("VLLM_USE_V2_MODEL_RUNNER"))
+            v2 = seen.pop("starts_v2", seen["runner"] == "1")  # what vLLM started: the variable, unless a test says
 
             self.llm_engine = SimpleNamespace(engine_core=SimpleNamespace(
-                shutdown=lambda: seen.update(shutdowns=seen.get("shutdowns", 0) + 1)))
+                shutdown=lambda: seen.update(shutdowns=seen.get("shutdowns", 0) + 1)),
+                vllm_config=SimpleNamespace(use_v2_model_runner=v2))
 
         def collective_rpc(self, method):
             seen.setdefault("rpc", []).append(method)
@@ -382,3 +385,23 @@ def test_each_engine_makes_vllm_read_the_variables_it_set(monkeypatch):
         assert envs.VLLM_CPU_KVCACHE_SPACE == 5
     finally:
         envs.disable_envs_cache()
+
+
+def test_the_engine_starts_the_model_runner_it_was_asked_for(monkeypatch, tmp_path):
+    """On CUDA the engine writes VLLM_USE_V2_MODEL_RUNNER either way (1 for 'v2', 0 for 'v1'),
+    names v2's own sampler, leaves an earlier engine's batched sampler out of a v2 engine's
+    engine-core payload, and refuses to run when vLLM started another runner than asked."""
+    from policies import vllm_engine_core
+
+    ve, seen = _fake_engine_start(monkeypatch, tmp_path, lambda m: None)
+    e = ve.VLLMEngine(device="cuda", dtype="bfloat16", consistent=False, enable_lora=False, model_runner="v2")
+    assert (seen["runner"], e.model_runner) == ("1", "v2") and e.sampler.startswith("vllm v2 runner (one Gumbel launch")
+    have = {"cpu_patches": None, "lora_shrink": "vllm", "batched_sampler": True, "cublas_linear": False}
+    monkeypatch.setattr(vllm_engine_core, "installed", lambda device: have)
+    assert e._patches()["batched_sampler"] is False
+    e = ve.VLLMEngine(device="cuda", dtype="bfloat16", consistent=False, enable_lora=False)
+    assert (seen["runner"], e.model_runner) == ("0", "v1") and e._patches()["batched_sampler"] is True
+    seen["starts_v2"] = False  # e.g. vLLM read a frozen environment
+    with pytest.raises(RuntimeError, match=r"asked vLLM for model runner 'v2' but it started v1; "
+                                           r"VLLM_USE_V2_MODEL_RUNNER is '1' here"):
+        ve.VLLMEngine(device="cuda", dtype="bfloat16", consistent=False, enable_lora=False, model_runner="v2")

@@ -596,6 +596,8 @@ class VLLMEngine:
         if device == "cuda":
             ran = getattr(getattr(getattr(self.llm, "llm_engine", None), "vllm_config", None), "use_v2_model_runner", None)
             if isinstance(ran, bool) and ran != (model_runner == "v2"):
+                if multiprocessing:
+                    _shutdown(self.llm)  # a refused engine core does not linger
                 raise RuntimeError(f"VLLMEngine asked vLLM for model runner {model_runner!r} but it started "
                                    f"{'v2' if ran else 'v1'}; VLLM_USE_V2_MODEL_RUNNER is "
                                    f"{os.environ.get('VLLM_USE_V2_MODEL_RUNNER')!r} here")
@@ -618,8 +620,9 @@ class VLLMEngine:
         workspace = "vllm"
         if device == "cuda" and self.cublas_workspace_config != "vllm":
             workspace = workspace_value(self.cublas_workspace_config)
-        return vllm_engine_core.payload(device, have["cpu_patches"], workspace, linear, have["lora_shrink"],
-                                        have["batched_sampler"])
+        # v2 never calls the v1 runner's sampler: an earlier engine's batched sampler is not this engine's
+        sampler = have["batched_sampler"] and getattr(self, "model_runner", "v1") == "v1"
+        return vllm_engine_core.payload(device, have["cpu_patches"], workspace, linear, have["lora_shrink"], sampler)
 
     def _start(self, LLM, kwargs: dict):
         """Start vLLM with its engine core in a process of its own, holding this process's patches
