@@ -92,7 +92,7 @@ def _cuda_bench(parts: tuple[str, ...], backbone: str, configs: Optional[str] = 
                 executor: Optional[Path] = None, repeats: int = 2) -> dict:
     from advsim.bench import cuda
 
-    labels = [x.strip() for x in configs.split(",") if x.strip()] if configs else None
+    labels = [x.strip() for x in configs.split(",")] if configs is not None else None
     try:
         cuda.check_labels(labels or ())
     except ValueError as exc:

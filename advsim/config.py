@@ -188,6 +188,14 @@ class EngineConfig:
               "tokens for the same seeds, so a run cannot resume with it changed; a saved config without the "
               "field ran 'v1'.")
 
+    @field_validator("model_runner", mode="before")
+    @classmethod
+    def _runner_is_named(cls, v):
+        if v not in ("v1", "v2"):  # pydantic's own message would not show the value (e.g. 'v2 ')
+            r = repr(v)
+            raise ValueError(f"{r if len(r) <= 40 else r[:36] + '…' + r[-1]} is not 'v1' or 'v2' (vLLM's model runners)")
+        return v
+
     @field_validator("lora_shrink", mode="before")
     @classmethod
     def _shrink_is_text(cls, v):

@@ -478,6 +478,23 @@ def test_cuda_bench_profile_tables_show_kernels_and_host_per_configuration(monke
     assert "output processing (detokenizer, log-probs) │ 60.0 │ 17.0" in text and "all profiled │ 60.0 │ 17.0" in text
 
 
+def test_cuda_bench_labels_empty_repeated_or_very_long():
+    """``--configs``: an empty label (a comma too many, or ``--configs ""``) and a label given twice
+    (its second result would replace the first) are refused before anything runs; a label of
+    10,000 overrides is refused with the label cut to 80 characters and the reason in full."""
+    from advsim.bench import cuda
+
+    with pytest.raises(ValueError, match=r"^an empty configuration label \(a comma too many\?\)$"):
+        cuda.check_labels(["contract", ""])
+    with pytest.raises(ValueError, match=r"^'contract' is given twice \(its second result would replace the first\)$"):
+        cuda.check_labels(["contract", "transformers", "contract"])
+    with pytest.raises(ValueError) as exc:
+        cuda.engine_settings("contract" + "+x=y" * 10_000)
+    label, reason = str(exc.value).split(": ", 1)
+    assert len(label) == 80 and label.startswith("'contract+x=y") and label.endswith("…'")
+    assert reason.startswith("'x' cannot be overridden; keys: max_num_batched_tokens")
+
+
 def test_first_exception_is_the_line_that_ends_the_first_traceback():
     """Whatever the exception's class (Triton's OutOfResources, StopIteration), with vLLM's log
     prefix or the engine core's bare one, the first traceback's last line; else the first line shaped

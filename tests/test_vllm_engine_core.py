@@ -303,8 +303,8 @@ def test_vllm_model_runner_v2_in_the_engine_the_config_and_the_bench(monkeypatch
     assert EngineConfig().model_runner == "v1" and EngineConfig(kind="vllm").model_runner == "v1"
     with pytest.raises(ConfigError, match=r"engine.model_runner 'v2' is for vLLM on CUDA .*kind 'vllm' on 'cpu'"):
         config_from_dict({**TINY, "engine": {"kind": "vllm", "model_runner": "v2"}})
-    with pytest.raises(ConfigError, match=r"engine.model_runner: .*'v1' or 'v2'"):
-        config_from_dict({**TINY, "engine": {"kind": "vllm", "model_runner": "v3"}})
+    with pytest.raises(ConfigError, match=r"engine.model_runner: 'v2 ' is not 'v1' or 'v2' \(vLLM's model runners\)"):
+        config_from_dict({**TINY, "engine": {"kind": "vllm", "model_runner": "v2 "}})  # the value shown, space and all
     with pytest.raises(ValueError, match=r"model_runner 'v2' is vLLM's GPU model runner .*the device is 'cpu'"):
         VLLMEngine("x", model_runner="v2")  # refused before any model is looked up
     with pytest.raises(ValueError, match=r"model_runner must be one of v1, v2; got 'V2'"):
@@ -346,6 +346,11 @@ def test_vllm_model_runner_v2_in_the_engine_the_config_and_the_bench(monkeypatch
     with pytest.raises(ValueError, match=r"batched_sampler replaces the v1 model runner's sampler"):
         cuda.engine_settings("contract+model_runner=v2+batched_sampler=true")
     assert cuda.engine_settings("contract+model_runner=v2+batched_sampler=false")["batched_sampler"] is False
+    # an earlier label that sets the batched sampler itself: the message says so, and the way out
+    with pytest.raises(ValueError, match=r"contract-sampler sets batched_sampler=true, which model_runner 'v2' does "
+                                         r"not use: add \+batched_sampler=false"):
+        cuda.engine_settings("contract-sampler+model_runner=v2")
+    assert cuda.engine_settings("contract-sampler+model_runner=v2+batched_sampler=false")["model_runner"] == "v2"
 
 
 def test_the_learners_engine_record_names_the_v2_runner_and_the_engine_core_process():

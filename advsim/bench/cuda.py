@@ -194,22 +194,29 @@ BENCH_MAX_MODEL_LEN = 4096  # tokens: every vLLM engine of the bench
 _BACKEND_NAME = re.compile(r"[A-Z][A-Z0-9_]*")
 
 
+def _shown(text: str, limit: int = 80) -> str:
+    """``repr(text)``, cut to ``limit`` characters (closing quote kept) for an error message: a
+    label of thousands of overrides must not bury the reason."""
+    r = repr(text)
+    return r if len(r) <= limit else f"{r[:limit - 2]}…{r[-1]}"
+
+
 def _override_value(label: str, key: str, text: str):
     """One ``key=value`` of a label, parsed and checked; ValueError naming the label."""
     kind = OVERRIDES[key]
     if kind is bool:
         if text.lower() not in ("true", "false"):
-            raise ValueError(f"{label!r}: {key} must be true or false; got {text!r}")
+            raise ValueError(f"{_shown(label)}: {key} must be true or false; got {_shown(text, 40)}")
         return text.lower() == "true"
     if kind is int:
         if not (text.isascii() and text.isdigit()) or int(text) >= 2**31:
-            raise ValueError(f"{label!r}: {key} must be a positive integer below 2**31; got {text!r}")
+            raise ValueError(f"{_shown(label)}: {key} must be a positive integer below 2**31; got {_shown(text, 40)}")
         return int(text)
     if not text:
-        raise ValueError(f"{label!r}: {key} needs a value")
+        raise ValueError(f"{_shown(label)}: {key} needs a value")
     if key == "attention_backend" and not _BACKEND_NAME.fullmatch(text):
-        raise ValueError(f"{label!r}: attention_backend must be a vLLM backend name such as TRITON_ATTN or "
-                         f"FLASH_ATTN; got {text!r}")
+        raise ValueError(f"{_shown(label)}: attention_backend must be a vLLM backend name such as TRITON_ATTN or "
+                         f"FLASH_ATTN; got {_shown(text, 40)}")
     return text
 
 
@@ -234,22 +241,22 @@ def engine_settings(label: str) -> dict:
     head, *pairs = label.split("+")
     base, *inherited = EARLIER_LABELS.get(head, head).split("+")
     if base not in CONFIGS:
-        raise ValueError(f"unknown configuration {label!r}; known bases: {', '.join(CONFIGS)}"
+        raise ValueError(f"unknown configuration {_shown(label)}; known bases: {', '.join(CONFIGS)}"
                          f"; labels of earlier measurements: {', '.join(EARLIER_LABELS)}")
     out, seen = dict(CONFIGS[base]), set()
     for i, pair in enumerate([*inherited, *pairs]):
         key, eq, text = pair.partition("=")
         if not eq:
-            raise ValueError(f"{label!r}: override {pair!r} is not key=value")
+            raise ValueError(f"{_shown(label)}: override {_shown(pair, 40)} is not key=value")
         if key not in OVERRIDES:
-            raise ValueError(f"{label!r}: {key!r} cannot be overridden; keys: {', '.join(OVERRIDES)}")
+            raise ValueError(f"{_shown(label)}: {_shown(key, 40)} cannot be overridden; keys: {', '.join(OVERRIDES)}")
         if i >= len(inherited):  # the label's own overrides (an earlier label's may be overridden once)
             if key in seen:
-                raise ValueError(f"{label!r}: {key} given twice")
+                raise ValueError(f"{_shown(label)}: {key} given twice")
             seen.add(key)
         out[key] = _override_value(label, key, text)
         if key in CONTRACT_ONLY and not out["consistent"]:
-            raise ValueError(f"{label!r}: {key} applies in batch-invariant mode only; the engine ignores it on "
+            raise ValueError(f"{_shown(label)}: {key} applies in batch-invariant mode only; the engine ignores it on "
                              f"{base!r}")
     try:
         if "cublas_workspace_config" in out:
@@ -259,9 +266,12 @@ def engine_settings(label: str) -> dict:
         if "max_num_batched_tokens" in out:
             batched_tokens("cuda", out["consistent"], out["max_num_batched_tokens"], BENCH_MAX_MODEL_LEN)
         if "model_runner" in out:
+            if out["model_runner"] == "v2" and out.get("batched_sampler") and "batched_sampler" not in seen:
+                raise ValueError(f"{head} sets batched_sampler=true, which model_runner 'v2' does not use: add "
+                                 "+batched_sampler=false")
             check_model_runner(out["model_runner"], "cuda", out.get("batched_sampler"))
     except ValueError as exc:
-        raise ValueError(f"{label!r}: {exc}") from None
+        raise ValueError(f"{_shown(label)}: {exc}") from None
     return out
 
 
@@ -381,16 +391,22 @@ def check_labels(labels) -> None:
     """Check configuration labels before anything runs.
 
     Raises:
-        ValueError: a label that is neither a vLLM configuration (:func:`engine_settings`: the
-            message says what is wrong with it) nor one of ``transformers``,
+        ValueError: an empty or repeated label; a label that is neither a vLLM configuration
+            (:func:`engine_settings`: the message says what is wrong with it) nor one of ``transformers``,
             ``transformers-base``, ``transformers-dynamic`` and ``gradient``, which take no
             overrides; the message lists the known labels.
     """
+    seen = set()
     for lb in labels:
+        if not lb:
+            raise ValueError("an empty configuration label (a comma too many?)")
+        if lb in seen:
+            raise ValueError(f"{_shown(lb)} is given twice (its second result would replace the first)")
+        seen.add(lb)
         if lb in (*TRANSFORMERS_LABELS, "gradient"):
             continue
         if lb.split("+")[0] in (*TRANSFORMERS_LABELS, "gradient"):
-            raise ValueError(f"{lb!r}: only vLLM configurations take overrides")
+            raise ValueError(f"{_shown(lb)}: only vLLM configurations take overrides")
         try:
             engine_settings(lb)
         except ValueError as exc:
