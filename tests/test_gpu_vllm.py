@@ -83,6 +83,21 @@ def test_contract_with_vllms_triton_matmul_is_bit_identical_in_every_scenario():
     _assert_bit_identical(res["rows"])
 
 
+def test_contract_with_vllms_v2_model_runner_is_bit_identical_in_every_scenario():
+    """The same contract on vLLM 0.22's v2 model runner (``contract+model_runner=v2``,
+    ``engine.model_runner: v2``): v2 samples with its own Gumbel kernel (noise from the request's
+    seed and position, so the batched seeded sampler is off) and takes the sampled tokens' and the
+    prompt's log-probs from one Triton log-softmax per row; attention, linear layers and LoRA keep
+    the contract's kernels. Every scenario bit-identical, as measured in the bench on an H100 on
+    2026-12-06f (all 13 rows 0, ``results/h100-v2-runner-2026-12-06``), and the engine really ran v2
+    (it reads vLLM's ``use_v2_model_runner`` back after start)."""
+    res = _measure("contract+model_runner=v2")
+    _show("contract+v2", res["rows"])
+    print("model runner:", res["model_runner"], "sampler:", res["sampler"])
+    assert res["model_runner"] == "v2" and res["sampler"].startswith("vllm v2 runner"), (res["model_runner"], res["sampler"])
+    _assert_bit_identical(res["rows"])
+
+
 def test_negative_control_vllm_default_differs():
     """vLLM's default configuration (batch-invariant mode off, CUDA graphs, prefix caching): the
     same measurement shows diff ≠ 0 somewhere, so the contract test above can fail."""
